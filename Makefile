@@ -1,0 +1,15 @@
+# The two Quick start commands: `make run` (set up + run the main job) and `make test`
+# (set up + run the whole test suite). Both install what they need themselves.
+SHELL := /bin/bash
+VENV = $(shell scripts/bootstrap)
+
+.PHONY: run test lint unit e2e bench
+
+run:
+	@venv=$$(scripts/bootstrap) && $$venv/bin/shoal cycle examples/gang-and-fractions.yaml
+
+test:
+	@scripts/test
+
+lint:
+	@venv=$$(scripts/bootstrap) && scripts/lint $$venv
