@@ -1,0 +1,67 @@
+"""The FGD policy: place where the node's GPU fragmentation grows least (ATC'23, §3.2 of the notes).
+
+score = floor(100 * sigmoid((F_n - F_n') / 1000)), F from :mod:`shoal.policy.fragmentation`,
+F_n' after a hypothetical placement (CPU reduced by the non-zero request). A fractional 1-GPU pod
+tries every fitting GPU; the node scores the best of those integer scores and uses the lowest-index
+GPU reaching it. Whole-GPU pods use the lowest-index completely free GPUs. CPU-only pods are
+scored too (only CPU changes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shoal.policy.fragmentation import TypicalPods, fgd_score, node_fragment
+from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.sim.fgd.policies import _DeterministicPolicy
+from shoal.sim.openb import MILLI_PER_GPU
+
+
+class FgdPolicy(_DeterministicPolicy):
+    """Fragmentation Gradient Descent against the workload's typical pods."""
+
+    name = "fgd"
+
+    def __init__(self, typical: TypicalPods) -> None:
+        self._typical = typical
+
+    def _frag(self, free: IntArray, cpu_left: IntArray, model: IntArray) -> np.ndarray:
+        return node_fragment(free, cpu_left, model, self._typical)
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        free = cluster.free[idx]
+        cpu = cluster.cpu_left[idx]
+        model = cluster.model[idx]
+        cpu_after = cpu - kind.cpu_score
+        if kind.fractional:
+            return self._score_fractional(free, cpu, cpu_after, model, kind)
+        if kind.num_gpu == 0:
+            after = free
+            dev = np.full(len(idx), -1, dtype=np.int64)
+        else:
+            whole = free == MILLI_PER_GPU
+            take = whole & (np.cumsum(whole, axis=1) <= kind.num_gpu)
+            after = np.where(take, 0, free)
+            dev = np.argmax(whole, axis=1).astype(np.int64)  # lowest completely free GPU
+        frag = self._frag(np.concatenate([free, after]), np.concatenate([cpu, cpu_after]),
+                          np.concatenate([model, model]))
+        n = len(idx)
+        return fgd_score(frag[:n], frag[n:]), dev
+
+    def _score_fractional(
+        self, free: IntArray, cpu: IntArray, cpu_after: IntArray, model: IntArray, kind: PodKind
+    ) -> tuple[IntArray, IntArray]:
+        node_i, dev_i = np.nonzero(free >= kind.gpu_milli)  # candidates, grouped by node, by device
+        after = free[node_i]
+        after[np.arange(len(node_i)), dev_i] -= kind.gpu_milli
+        n = len(free)
+        frag = self._frag(np.concatenate([free, after]), np.concatenate([cpu, cpu_after[node_i]]),
+                          np.concatenate([model, model[node_i]]))
+        cand = fgd_score(frag[:n][node_i], frag[n:])
+        best = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(best, node_i, cand)
+        reach = np.flatnonzero(cand == best[node_i])
+        _, first = np.unique(node_i[reach], return_index=True)  # lowest device reaching the best
+        dev = np.full(n, -1, dtype=np.int64)
+        dev[node_i[reach[first]]] = dev_i[reach[first]]
+        return best, dev

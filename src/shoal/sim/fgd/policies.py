@@ -1,0 +1,188 @@
+"""The FGD paper's baseline placement policies and the policy registry (extension point).
+
+Each policy is a :class:`Policy`: ``score`` gives integer node scores (0..100, higher wins) and,
+for 1-GPU pods, the GPU it would use, for a batch of *feasible* nodes. A node's score must depend
+only on that node's state and the pod kind (the runner caches scores per pod kind and recomputes
+only nodes whose state changed). The runner applies the tie rule (first node in priority order).
+A policy that picks at random instead implements ``pick``. Formulas: reference/traces.md §3.2.
+
+To add a policy (e.g. the core's ``kai-binpack`` or ``fragaware``), write a class with ``name``,
+``score`` and ``pick`` and add a factory to :func:`policy_registry`'s dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from shoal.policy.fragmentation import TypicalPods
+from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.sim.fgd.streams import RandomStream
+from shoal.sim.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
+
+# Normalisers of the authors' "-norm max": the largest node has 128 vCPU and 8 GPUs.
+MAX_NODE_CPU = 128000.0
+MAX_NODE_GPU_MILLI = 8000.0
+_BIG = 1 << 40
+
+
+class Policy(Protocol):
+    """A placement policy. ``score`` never mutates the cluster."""
+
+    name: str
+    picks: bool  # True: ``pick`` chooses the node; False: best score, first in priority order
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        """(scores, device) for the feasible nodes ``idx``; device = GPU of a 1-GPU pod, else -1."""
+        ...
+
+    def pick(self, cluster: Cluster, feasible: IntArray, kind: PodKind) -> tuple[int, int] | None:
+        """(node, device) chosen directly, or None to take the best score (with the tie rule)."""
+        ...
+
+
+PolicyFactory = Callable[[TypicalPods, RandomStream], Policy]
+
+
+def best_fit_device(cluster: Cluster, idx: IntArray, kind: PodKind) -> IntArray:
+    """For 1-GPU pods: the fitting GPU with the least free milli (lowest index on ties); else -1."""
+    if kind.num_gpu != 1:
+        return np.full(len(idx), -1, dtype=np.int64)
+    free = cluster.free[idx]
+    return np.argmin(np.where(free >= kind.gpu_milli, free, _BIG), axis=1).astype(np.int64)
+
+
+class _DeterministicPolicy:
+    """Shared ``pick``: deterministic policies always take the best score."""
+
+    name = ""
+    picks = False
+
+    def pick(self, cluster: Cluster, feasible: IntArray, kind: PodKind) -> tuple[int, int] | None:
+        return None
+
+
+class RandomPolicy:
+    """``Random``: a uniformly drawn feasible node, a uniformly drawn fitting GPU.
+
+    Matches the authors only in distribution: their feasible list comes from a parallel filter
+    whose order is nondeterministic.
+    """
+
+    name = "random"
+    picks = True
+
+    def __init__(self, rng: RandomStream) -> None:
+        self._rng = rng
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        return np.zeros(len(idx), dtype=np.int64), np.full(len(idx), -1, dtype=np.int64)
+
+    def pick(self, cluster: Cluster, feasible: IntArray, kind: PodKind) -> tuple[int, int] | None:
+        node = int(feasible[self._rng.intn(len(feasible))])
+        if kind.num_gpu != 1:
+            return node, -1
+        fitting = np.flatnonzero(cluster.free[node] >= kind.gpu_milli)
+        return node, int(fitting[self._rng.intn(len(fitting))])
+
+
+class DotProdPolicy(_DeterministicPolicy):
+    """``DotProd``: prefer nodes whose leftover (CPU, GPU) is least aligned with the request."""
+
+    name = "dotprod"
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        cpu_left = cluster.cpu_left[idx]
+        dot = (cpu_left / MAX_NODE_CPU) * (kind.cpu_score / MAX_NODE_CPU) + (
+            cluster.gpu_left[idx] / MAX_NODE_GPU_MILLI
+        ) * (kind.gpu_request / MAX_NODE_GPU_MILLI)
+        score = (100.0 * (1.0 - dot / 2.0)).astype(np.int64)
+        score = np.where(cpu_left < kind.cpu_score, 0, score)
+        return score, best_fit_device(cluster, idx, kind)
+
+
+class BestFitPolicy(_DeterministicPolicy):
+    """``BestFit``: least (CPU, GPU) left after placement, equally weighted.
+
+    The authors' min-max normalisation of the scores is monotone and never changes the winner.
+    """
+
+    name = "bestfit"
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        cpu_after = (cluster.cpu_left[idx] - kind.cpu_score) / MAX_NODE_CPU * 0.5
+        gpu_after = (cluster.gpu_left[idx] - kind.gpu_request) / MAX_NODE_GPU_MILLI * 0.5
+        score = (100.0 * (1.0 - (cpu_after + gpu_after))).astype(np.int64)
+        return score, best_fit_device(cluster, idx, kind)
+
+
+class ClusteringPolicy(_DeterministicPolicy):
+    """``GpuClustering``: co-locate GPU pods of the same tag (share / n-GPU); CPU pods score 0."""
+
+    name = "clustering"
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        dev = best_fit_device(cluster, idx, kind)
+        if kind.num_gpu == 0:
+            return np.zeros(len(idx), dtype=np.int64), dev
+        base = (25 * (8000 - cluster.gpu_left[idx])) // 8000
+        tags = cluster.tags[idx]
+        bit = 1 << kind.tag
+        bonus = np.where(tags == bit, 75, np.where(tags & bit != 0, 50, np.where(tags == 0, 25, 0)))
+        return (base + bonus).astype(np.int64), dev
+
+
+class PackingPolicy(_DeterministicPolicy):
+    """``GpuPacking``: prefer partly used GPUs, then partly used nodes, then empty nodes."""
+
+    name = "packing"
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        dev = best_fit_device(cluster, idx, kind)
+        if kind.num_gpu == 0:
+            return np.zeros(len(idx), dtype=np.int64), dev
+        free = cluster.free[idx]
+        count = cluster.gpu_count[idx]
+        order = np.argsort(free, axis=1, kind="stable")  # ascending free, stable by index
+        sorted_free = np.take_along_axis(free, order, axis=1)
+        fits = sorted_free >= kind.gpu_milli
+        used = fits & (np.cumsum(fits, axis=1) <= kind.num_gpu)
+        full_used = (used & (sorted_free == MILLI_PER_GPU)).sum(axis=1)
+        pct_used = np.where(used, sorted_free * 100 // MILLI_PER_GPU, 0).sum(axis=1)
+        score = np.where(
+            full_used > 0,
+            np.maximum(50 - full_used, 33),
+            np.maximum(100 - pct_used // 10, 50),
+        )
+        all_free = cluster.gpu_left[idx] == count * MILLI_PER_GPU
+        score = np.where(all_free, np.maximum(33 - count, count), score)
+        return score.astype(np.int64), dev
+
+
+def policy_registry() -> dict[str, PolicyFactory]:
+    """Policy name -> factory(typical pods, the run's random stream). Built fresh per call."""
+    from shoal.sim.fgd.fgd_policy import FgdPolicy  # local: fgd_policy imports this module
+
+    return {
+        "random": lambda typical, rng: RandomPolicy(rng),
+        "dotprod": lambda typical, rng: DotProdPolicy(),
+        "clustering": lambda typical, rng: ClusteringPolicy(),
+        "packing": lambda typical, rng: PackingPolicy(),
+        "bestfit": lambda typical, rng: BestFitPolicy(),
+        "fgd": lambda typical, rng: FgdPolicy(typical),
+    }
+
+
+PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+# Names used in the authors' result tables.
+PUBLISHED_NAMES = {
+    "random": "01-Random",
+    "dotprod": "02-DotProd",
+    "clustering": "03-GpuClustering",
+    "packing": "04-GpuPacking",
+    "bestfit": "05-BestFit",
+    "fgd": "06-FGD",
+}
+assert MAX_GPUS_PER_NODE == 8  # the 8000 milli normaliser above assumes 8-GPU nodes at most
