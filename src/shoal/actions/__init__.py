@@ -1,1 +1,1 @@
-"""shoal.actions."""
+"""shoal.actions: allocate, consolidation, reclaim, preempt, stalegangeviction."""

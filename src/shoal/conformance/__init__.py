@@ -1,1 +1,1 @@
-"""shoal.conformance."""
+"""shoal.conformance: load KAI's transcribed scheduling scenarios, run them on the core, check them."""

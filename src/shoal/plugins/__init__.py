@@ -1,1 +1,1 @@
-"""shoal.plugins."""
+"""shoal.plugins: one module per plugin; each exposes `open(session, arguments)`."""

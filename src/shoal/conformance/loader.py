@@ -1,0 +1,238 @@
+"""Scenario YAML (schema: shared/conformance/README.md) -> ClusterSnapshot + SchedulerConfig.
+
+Reproduces the facts of KAI's test fakes the README lists: creation times from `derived`,
+default gang = all tasks, CPU in cores, memory in bytes, GPU fractions as annotations, running
+shared pods without groups on fresh devices, last start time one minute ago for allocated jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.framework.config import PluginConfig, SchedulerConfig
+from shoal.model import (
+    AffinityTerm,
+    ClusterSnapshot,
+    GpuRequest,
+    Node,
+    Pod,
+    PodGroup,
+    PodSetSpec,
+    PodStatus,
+    Queue,
+    QueueResource,
+    SubGroupSetSpec,
+    Topology,
+    TopologyConstraint,
+)
+from shoal.model.resources import MILLI
+from shoal.model.status import ALLOCATED
+
+NOW = 1_700_000_000.0
+MINUTE = 60.0
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be read; the message names the file and field."""
+
+
+@dataclass(slots=True)
+class Scenario:
+    id: str
+    kind: str
+    actions: list[str]
+    data: dict[str, Any]
+    path: str = ""
+    #: Why the scenario cannot run yet (a feature not built), or "".
+    unsupported: str = ""
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _constraint(raw: dict[str, Any] | None) -> TopologyConstraint | None:
+    if not raw:
+        return None
+    return TopologyConstraint(raw.get("topology", ""), raw.get("required_level", "") or "",
+                              raw.get("preferred_level", "") or "")
+
+
+def build_config(sc: Scenario) -> SchedulerConfig:
+    derived = sc.data.get("derived") or {}
+    plugins = tuple(PluginConfig(p["name"], {k: str(v) for k, v in (p.get("arguments") or {}).items()})
+                    for p in derived.get("plugins") or [])
+    opts = sc.data.get("options") or {}
+    return SchedulerConfig(
+        actions=tuple(sc.actions),
+        plugins=plugins,
+        staleness_grace_seconds=float(opts.get("global_default_staleness_grace_period_seconds", 0) or 0),
+        max_consolidation_preemptees=-1,
+        allow_consolidating_reclaim=True,
+    )
+
+
+def build_snapshot(sc: Scenario, jobs_state: list[dict[str, Any]] | None = None) -> ClusterSnapshot:
+    """The snapshot of the scenario; `jobs_state` overrides the jobs' task states (full_cycle)."""
+    d = sc.data
+    derived = d.get("derived") or {}
+    snap = ClusterSnapshot(now=NOW)
+    for name, nd in (derived.get("nodes") or {}).items():
+        snap.nodes.append(_node(name, nd, _raw_node(d, name)))
+    for q in derived.get("queue_hierarchy") or []:
+        snap.queues.append(_queue(q))
+    for t in d.get("topologies") or []:
+        levels = tuple(lv["nodeLabel"] for lv in (t.get("spec") or {}).get("levels") or [])
+        snap.topologies.append(Topology(t["metadata"]["name"], levels))
+    for raw in jobs_state if jobs_state is not None else d.get("jobs") or []:
+        pg, pods = _job(raw, (derived.get("jobs") or {}).get(raw["name"]) or {})
+        snap.podgroups.append(pg)
+        snap.pods.extend(pods)
+    return snap
+
+
+def _raw_node(d: dict[str, Any], name: str) -> dict[str, Any]:
+    for n in d.get("nodes") or []:
+        if n.get("name") == name:
+            return dict(n)
+    return {}
+
+
+def _node(name: str, nd: dict[str, Any], raw: dict[str, Any]) -> Node:
+    alloc = nd.get("allocatable") or {}
+    allocatable: dict[str, int] = {
+        "cpu": int(alloc.get("milli_cpu", 0)),
+        "memory": int(alloc.get("memory", 0)),
+        "nvidia.com/gpu": int(alloc.get("gpus", 0)),
+        "pods": int(alloc.get("pods", 110)),
+    }
+    for res, count in (alloc.get("mig") or {}).items():
+        allocatable[res] = int(count)
+    labels = {k: str(v) for k, v in (nd.get("labels") or {}).items()}
+    strategy = labels.get("nvidia.com/mig.strategy") or "none"
+    return Node(
+        name=name,
+        allocatable=allocatable,
+        labels=labels,
+        gpu_memory_mib=int(nd.get("gpu_memory", 100)) // 100 * 100 or 100,
+        gpu_memory_synced=bool(raw.get("gpu_memory_synced", True)),
+        mig_strategy=strategy,
+        mig_enabled=labels.get("node-role.kubernetes.io/mig-enabled") == "true",
+    )
+
+
+def _queue(q: dict[str, Any]) -> Queue:
+    res = q.get("resources")
+
+    def rr(name: str, scale: int) -> QueueResource:
+        if res is None:
+            return QueueResource(0, 0, 0.0)
+        r = res.get(name) or {}
+
+        def conv(v: Any) -> int:
+            v = float(v if v is not None else -1)
+            return -1 if v == -1 else int(round(v * scale))
+        return QueueResource(conv(r.get("quota", -1)), conv(r.get("limit", -1)),
+                             float(r.get("over_quota_weight", 1)))
+
+    return Queue(
+        name=q["name"],
+        parent=q.get("parent_queue") or "",
+        priority=100 if q.get("priority") is None else int(q["priority"]),
+        creation=NOW + float(q.get("creation_offset_minutes", 0)) * MINUTE,
+        gpu=rr("gpu", MILLI),
+        cpu=rr("cpu", 1),
+        memory=rr("memory", 1_000_000),
+    )
+
+
+def _gpu_request(req: dict[str, Any], override: int | None) -> GpuRequest:
+    if override is not None:
+        return GpuRequest(whole=int(override))
+    mem = int(req.get("gpu_memory", 0) or 0)
+    devices = int(req.get("gpu_fraction_devices", 1) or 1)
+    if "gpu_fraction" in req and req["gpu_fraction"]:
+        portion = int(round(float(req["gpu_fraction"]) * 100)) * 10
+        return GpuRequest(portion_milli=portion, devices=devices, memory_mib=mem)
+    if mem:
+        return GpuRequest(memory_mib=mem, devices=devices)
+    return GpuRequest(whole=int(req.get("gpus", 0) or 0))
+
+
+def _job(raw: dict[str, Any], dj: dict[str, Any]) -> tuple[PodGroup, list[Pod]]:
+    name = raw["name"]
+    tasks = raw.get("tasks") or []
+    pod_sets = [PodSetSpec(ps["name"], int(ps.get("min_available", 1)), ps.get("parent", "") or "",
+                           _constraint(ps.get("topology_constraint")))
+                for ps in dj.get("pod_sets") or []]
+    sub_sets: list[SubGroupSetSpec] = []
+    root = raw.get("root_sub_group_set")
+    root_topology = None
+    if root:
+        root_topology = _constraint(root.get("topology_constraint"))
+        pod_sets = _tree_pod_sets(root, "", pod_sets, sub_sets)
+    pg = PodGroup(
+        uid=name, name=name, namespace=raw.get("namespace", "") or "", queue=raw["queue_name"],
+        priority=int(raw.get("priority", 0)),
+        preemptible=(dj.get("preemptibility") or ("preemptible" if int(raw.get("priority", 0)) < 100
+                                                   else "non-preemptible")) == "preemptible",
+        creation=NOW + float(dj.get("creation_offset_minutes", 0)) * MINUTE,
+        pod_sets=pod_sets, sub_group_sets=sub_sets, topology=root_topology,
+    )
+    req = dj.get("task_request") or {}
+    pods = []
+    for i, t in enumerate(tasks):
+        pods.append(_pod(name, i, t, raw, req))
+    if any(p.status & ALLOCATED for p in pods):
+        pg.last_start_time = NOW - MINUTE
+    if raw.get("stale_duration_seconds") is not None:
+        pg.stale_since = NOW - float(raw["stale_duration_seconds"])
+    return pg, pods
+
+
+def _tree_pod_sets(node: dict[str, Any], parent: str, derived: list[PodSetSpec],
+                   sub_sets: list[SubGroupSetSpec]) -> list[PodSetSpec]:
+    """Parents of pod sets from the raw tree; mins from `derived` (which adds implicit `default`)."""
+    parents: dict[str, str] = {}
+
+    def walk(n: dict[str, Any], par: str) -> None:
+        for ps in n.get("pod_sets") or []:
+            parents[ps["name"]] = par
+        for sg in n.get("sub_groups") or []:
+            sub_sets.append(SubGroupSetSpec(sg["name"], par, _constraint(sg.get("topology_constraint"))))
+            walk(sg, sg["name"])
+
+    walk(node, parent)
+    return [PodSetSpec(ps.name, ps.min_available, parents.get(ps.name, ""), ps.topology) for ps in derived]
+
+
+def _pod(job: str, i: int, t: dict[str, Any], raw: dict[str, Any], req: dict[str, Any]) -> Pod:
+    uid = t.get("name") or f"{job}-{i}"
+    status = PodStatus.parse(t.get("state", "Pending"))
+    best_effort = bool(raw.get("is_best_effort_job"))
+    labels = {"job-name": uid}
+    labels.update({k: str(v) for k, v in (t.get("pod_affinity_labels") or {}).items()})
+    affinity: list[AffinityTerm] = []
+    match = tuple(sorted((t.get("pod_affinity_labels") or {}).items()))
+    if t.get("pod_affinity_topology_key"):
+        affinity.append(AffinityTerm(match, t["pod_affinity_topology_key"], anti=False))
+    if t.get("pod_anti_affinity_topology_key"):
+        affinity.append(AffinityTerm(match, t["pod_anti_affinity_topology_key"], anti=True))
+    node_affinity = []
+    if t.get("node_affinity_names"):
+        node_affinity = [[("kai.scheduler/type", "In", tuple(t["node_affinity_names"]))]]
+    gpu = GpuRequest() if best_effort else _gpu_request(req, t.get("required_gpus"))
+    return Pod(
+        uid=uid, name=uid, namespace=raw.get("namespace", "") or "", job=job, status=status,
+        cpu_milli=0 if best_effort else int(req.get("milli_cpu", 1000)),
+        memory=0 if best_effort else int(req.get("memory", 10**9)),
+        gpu=gpu,
+        mig={k: int(v) for k, v in (t.get("required_mig_instances") or {}).items()},
+        node=t.get("node_name") if status & (ALLOCATED | PodStatus.PIPELINED | PodStatus.RELEASING) else None,
+        gpu_groups=[str(g) for g in t.get("gpu_groups") or []],
+        labels=labels,
+        subgroup=t.get("sub_group_name", "") or "",
+        task_priority=t.get("priority"),
+        node_affinity=node_affinity,
+        pod_affinity=affinity,
+        legacy_mig=bool(t.get("is_legacy_mig_task")),
+        best_effort=best_effort,
+    )

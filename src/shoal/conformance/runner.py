@@ -1,0 +1,221 @@
+"""Run a scenario on the core and check `expected` exactly as the corpus README §5-§6 says."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shoal.conformance.loader import NOW, Scenario, ScenarioError, build_config, build_snapshot
+from shoal.cycle import close_session, open_session, run_actions
+from shoal.defaults import action_registry
+from shoal.framework.session import Session
+from shoal.model.resources import GPU_COL, MILLI
+from shoal.model.status import ALLOCATED, PodStatus
+
+FULL_CYCLE_ACTIONS = ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"]
+
+
+@dataclass(slots=True)
+class Result:
+    id: str
+    kind: str
+    outcome: str  # passed | failed | errored | skipped
+    message: str = ""
+
+
+def load(path: Path) -> Scenario:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(data, dict) or "kind" not in data:
+        raise ScenarioError(f"{path}: not a scenario (no `kind` field)")
+    kind = data["kind"]
+    actions = FULL_CYCLE_ACTIONS if kind == "full_cycle" else list(data.get("actions") or [kind])
+    sc = Scenario(id=str(data.get("id", path.stem)), kind=kind, actions=actions, data=data, path=str(path))
+    sc.unsupported = unsupported_reason(sc)
+    return sc
+
+
+def unsupported_reason(sc: Scenario) -> str:
+    d = sc.data
+    available = set(action_registry())
+    needed = [a for a in sc.actions if a not in available]
+    if sc.kind != "full_cycle" and needed:
+        return f"action(s) not implemented yet: {', '.join(needed)}"
+    if sc.kind == "full_cycle" and needed and _full_cycle_needs_eviction(sc):
+        return f"action(s) not implemented yet: {', '.join(needed)}"
+    if d.get("topologies"):
+        return "topology-aware scheduling not implemented yet"
+    if d.get("dra"):
+        return "DRA not implemented yet"
+    return ""
+
+
+def _full_cycle_needs_eviction(sc: Scenario) -> bool:
+    # Without eviction actions a full cycle is only meaningful when nothing gets evicted.
+    return True
+
+
+def run(sc: Scenario) -> Result:
+    if sc.unsupported:
+        return Result(sc.id, sc.kind, "skipped", sc.unsupported)
+    try:
+        if sc.kind == "full_cycle":
+            problems = _run_full_cycle(sc)
+        else:
+            ssn, calls = _one_session(sc, None)
+            problems = check(sc, ssn, calls, 0)
+    except Exception as err:  # a scenario crash is reported, never fatal to the run
+        return Result(sc.id, sc.kind, "errored", f"{type(err).__name__}: {err}")
+    if problems:
+        return Result(sc.id, sc.kind, "failed", "; ".join(problems[:6]))
+    return Result(sc.id, sc.kind, "passed")
+
+
+def _one_session(sc: Scenario, jobs: list[dict[str, Any]] | None,
+                 actions: list[str] | None = None) -> tuple[Session, dict[str, int]]:
+    ssn = open_session(build_snapshot(sc, jobs), build_config(sc))
+    run_actions(ssn, sc.actions if actions is None else actions)
+    close_session(ssn)
+    d = ssn.decisions
+    return ssn, {"binds": len(d.binds), "evictions": len(d.evictions), "pipelined": len(d.pipelines)}
+
+
+def _write_back(sc: Scenario, jobs: list[dict[str, Any]], ssn: Session) -> list[dict[str, Any]]:
+    """The next round's task states (README §6)."""
+    out = copy.deepcopy(jobs)
+    for raw in out:
+        deleting = bool(raw.get("delete_job_in_test"))
+        for i, t in enumerate(raw.get("tasks") or []):
+            uid = t.get("name") or f"{raw['name']}-{i}"
+            task = ssn.tasks.get(uid)
+            if task is None:
+                continue
+            node = ssn.nodes.names[task.node] if task.node >= 0 else None
+            st = task.status
+            if st == PodStatus.BINDING:
+                t.update(state="Running", node_name=node, gpu_groups=list(task.groups))
+            elif st == PodStatus.PIPELINED or (st == PodStatus.RELEASING and not deleting):
+                t.update(state="Pending")
+                t.pop("node_name", None)
+                t.pop("gpu_groups", None)
+            else:
+                t.update(state=st.title)
+                if node is not None:
+                    t.update(node_name=node, gpu_groups=list(task.groups))
+    return out
+
+
+def _run_full_cycle(sc: Scenario) -> list[str]:
+    rounds = sc.data.get("rounds") or {}
+    jobs = copy.deepcopy(sc.data.get("jobs") or [])
+    fit_errors: dict[str, list[str]] = {}
+    for _ in range(int(rounds.get("until_match", 2) or 2)):
+        ssn, _calls = _one_session(sc, jobs)
+        fit_errors = {uid: j.fit_errors for uid, j in ssn.jobs.items()}
+        jobs = _write_back(sc, jobs, ssn)
+    ssn, calls = _one_session(sc, jobs, actions=[])
+    for uid, errs in fit_errors.items():
+        if uid in ssn.jobs:
+            ssn.jobs[uid].fit_errors = errs
+    problems = check(sc, ssn, calls, 0)
+    for r in range(int(rounds.get("after_match", 5) or 5)):
+        ssn, calls = _one_session(sc, jobs)
+        problems += [f"after round {r + 1}: {p}" for p in check(sc, ssn, calls, r + 1)]
+        jobs = _write_back(sc, jobs, ssn)
+        if problems:
+            break
+    return problems
+
+
+def check(sc: Scenario, ssn: Session, calls: dict[str, int], round_no: int) -> list[str]:
+    exp = sc.data.get("expected") or {}
+    problems: list[str] = []
+    for job_name, e in (exp.get("jobs") or {}).items():
+        job = ssn.jobs.get(job_name)
+        if job is None:
+            problems.append(f"job {job_name}: not in session")
+            continue
+        problems += _check_tasks(f"job {job_name}", job.tasks, e, job, ssn.nodes.names)
+    ignored = set((sc.data.get("derived") or {}).get("ignored_expected_tasks") or [])
+    for uid, e in (exp.get("tasks") or {}).items():
+        task = ssn.tasks.get(uid)
+        if task is None:
+            if uid not in ignored:
+                problems.append(f"task {uid}: not in session")
+            continue
+        problems += _check_tasks(f"task {uid}", [task], e, task.job, ssn.nodes.names)
+    for node, e in (exp.get("nodes_resources") or {}).items():
+        i = ssn.nodes.index.get(node)
+        if i is None:
+            problems.append(f"node {node}: not in session")
+            continue
+        for key, arr in (("releasing_gpus", ssn.nodes.releasing), ("idle_gpus", ssn.nodes.idle)):
+            if key in e and abs(arr[i, GPU_COL] / MILLI - float(e[key])) > 1e-9:
+                problems.append(f"node {node}: {key} {arr[i, GPU_COL] / MILLI:g} != {e[key]}")
+    for key, limit in (exp.get("max_cache_calls_per_session") or {}).items():
+        if key in calls and calls[key] > int(limit):
+            problems.append(f"{calls[key]} {key} > allowed {limit}")
+    return problems
+
+
+def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names: list[str]) -> list[str]:
+    out: list[str] = []
+
+    def _node_name(t: Any) -> str | None:
+        return names[t.node] if t.node >= 0 else None
+
+    want = PodStatus.parse(e["status"]) if "status" in e else None
+    if want is not None:
+        bad = [f"{t.uid}={t.status.title}" for t in tasks if t.status != want]
+        if bad:
+            out.append(f"{what}: status want {want.title}, got {', '.join(bad)}")
+    if e.get("node_name"):
+        bad = [f"{t.uid}@{_node_name(t)}" for t in tasks if _node_name(t) != e["node_name"]]
+        if bad:
+            out.append(f"{what}: node want {e['node_name']}, got {', '.join(bad)}")
+    if "gpus_required" in e:
+        got = sum(t.pod.gpu.milli for t in tasks) / MILLI
+        if round(got, 2) != round(float(e["gpus_required"]), 2):
+            out.append(f"{what}: gpus_required {got:g} != {e['gpus_required']}")
+    if e.get("gpus_accepted"):
+        got = sum(t.accepted_gpu if t.pod.gpu.is_shared else t.pod.gpu_quota_milli * (t.node >= 0)
+                  for t in tasks) / MILLI
+        if round(got, 2) != round(float(e["gpus_accepted"]), 2):
+            out.append(f"{what}: gpus_accepted {got:g} != {e['gpus_accepted']}")
+    if e.get("milli_cpu_required") and sum(t.pod.cpu_milli for t in tasks) != int(e["milli_cpu_required"]):
+        out.append(f"{what}: milli_cpu_required mismatch")
+    if e.get("memory_required") and sum(t.pod.memory for t in tasks) != int(e["memory_required"]):
+        out.append(f"{what}: memory_required mismatch")
+    if want is not None and want & ALLOCATED:
+        if job.last_start_time is None:
+            out.append(f"{what}: job has no last start time")
+        elif e.get("last_start_timestamp_older_than_seconds"):
+            if NOW - job.last_start_time < float(e["last_start_timestamp_older_than_seconds"]):
+                out.append(f"{what}: last start time too recent")
+    if "expected_error_message" in e:
+        got = "\n".join(job.fit_errors)
+        if got != e["expected_error_message"]:
+            out.append(f"{what}: error message {got!r} != {e['expected_error_message']!r}")
+    return out
+
+
+
+
+def collect(paths: list[str]) -> list[Path]:
+    """Scenario files from files and directories (recursively, `_index.yaml` excluded), sorted."""
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out.extend(sorted(f for f in path.rglob("*.yaml") if not f.name.startswith("_")))
+        elif path.exists():
+            out.append(path)
+        else:
+            raise ScenarioError(f"{p}: no such file or directory")
+    return out

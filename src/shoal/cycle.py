@@ -1,0 +1,83 @@
+"""The front door of the core: one scheduling cycle, snapshot in, decisions out."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from shoal.defaults import action_registry, plugin_registry
+from shoal.framework.config import ConfigError, SchedulerConfig
+from shoal.framework.decisions import Decisions, GangExplanation
+from shoal.framework.session import Session
+from shoal.model.snapshot import ClusterSnapshot
+from shoal.model.status import PodStatus
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CycleResult:
+    decisions: Decisions
+    session: Session
+    actions_run: list[str] = field(default_factory=list)
+
+
+def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig) -> Session:
+    """Build a session and open the configured plugins in order."""
+    ssn = Session(snapshot, config)
+    registry = plugin_registry()
+    for plugin in config.plugins:
+        opener = registry.get(plugin.name)
+        if opener is None:
+            raise ConfigError(f"plugins: unknown plugin {plugin.name!r}")
+        opener(ssn, plugin.arguments)
+    ssn.sort_tasks()
+    return ssn
+
+
+def run_actions(ssn: Session, actions: list[str] | tuple[str, ...]) -> list[str]:
+    registry = action_registry()
+    ran = []
+    for name in actions:
+        action = registry.get(name)
+        if action is None:
+            logger.debug("action %s is not available; skipped", name)
+            continue
+        action(ssn)
+        ran.append(name)
+    return ran
+
+
+def close_session(ssn: Session) -> Decisions:
+    """Explanations for every gang that still has pending pods."""
+    d = ssn.decisions
+    for job in ssn.jobs.values():
+        if not any(t.status == PodStatus.PENDING for t in job.tasks):
+            continue
+        reasons = list(job.reasons)
+        messages = list(job.fit_errors)
+        if job.queue is None:
+            reasons.append("QueueDoesNotExist")
+            messages.append(f"queue {job.pg.queue!r} does not exist")
+        elif not job.queue.is_leaf:
+            reasons.append("QueueDoesNotExist")
+            messages.append(f"queue {job.pg.queue!r} is not a leaf queue")
+        for problem in job.pg.invalid_reasons:
+            reasons.append("InvalidPodGroup")
+            messages.append(problem)
+        if not job.is_ready() and not job.pg.invalid_reasons:
+            reasons.append("NotReady")
+            messages.append("fewer pods exist than the gang's minimum")
+        if not reasons:
+            reasons.append("Unschedulable")
+        d.explanations[job.uid] = GangExplanation(job.uid, job.pg.namespace, job.pg.queue,
+                                                  list(dict.fromkeys(reasons)), messages)
+    return d
+
+
+def run_cycle(snapshot: ClusterSnapshot, config: SchedulerConfig | None = None) -> CycleResult:
+    """Run one scheduling cycle. Pure: reads the snapshot, never mutates it, returns decisions."""
+    config = config or SchedulerConfig()
+    ssn = open_session(snapshot, config)
+    ran = run_actions(ssn, config.actions)
+    return CycleResult(close_session(ssn), ssn, ran)

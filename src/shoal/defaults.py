@@ -1,0 +1,46 @@
+"""The built-in plugins and actions, composed by name (the registry is built here, not global)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shoal.actions import allocate
+from shoal.framework.session import Session
+from shoal.plugins import ordering, predicates, proportion, scoring
+
+PluginOpen = Callable[[Session, dict[str, str]], None]
+Action = Callable[[Session], None]
+
+
+def _noop(ssn: Session, args: dict[str, str]) -> None:
+    """Plugins KAI has that shoal folds into the core or does not need (snapshot, subgrouporder...)."""
+
+
+def plugin_registry() -> dict[str, PluginOpen]:
+    return {
+        "predicates": predicates.open_predicates,
+        "proportion": proportion.open_proportion,
+        "priority": ordering.open_priority,
+        "elastic": ordering.open_elastic,
+        "kubeflow": ordering.open_kubeflow,
+        "ray": ordering.open_ray,
+        "taskorder": ordering.open_taskorder,
+        "nodeavailability": scoring.open_nodeavailability,
+        "gpusharingorder": scoring.open_gpusharingorder,
+        "gpupack": scoring.open_gpupack,
+        "gpuspread": scoring.open_gpuspread,
+        "resourcetype": scoring.open_resourcetype,
+        "nodeplacement": scoring.open_nodeplacement,
+        "nominatednode": scoring.open_nominatednode,
+        # Pod-set order is built into the allocation (shoal.actions.job_allocation.pod_set_order).
+        "subgrouporder": _noop,
+        "dynamicresources": _noop,
+        "minruntime": _noop,
+        "topology": _noop,
+        "snapshot": _noop,
+        "podaffinity": _noop,
+    }
+
+
+def action_registry() -> dict[str, Action]:
+    return {"allocate": allocate.run}

@@ -1,0 +1,65 @@
+"""What a cycle returns: binds, pipelines, evictions and per-gang explanations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Bind `pod` to `node`. Shared-GPU pods carry their GPU groups and the portion per device."""
+
+    pod: str
+    namespace: str
+    job: str
+    node: str
+    gpu_groups: tuple[str, ...] = ()
+    #: `Regular`, `Fraction` or `MigInstance` (KAI's `received-resource-type`).
+    resource_type: str = "Regular"
+    gpu_portion_milli: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """`pod` will go to `node` once resources being released there are free; nothing to bind now."""
+
+    pod: str
+    namespace: str
+    job: str
+    node: str
+    gpu_groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Evict `pod`; `action` took it (reclaim, preempt, consolidation, stalegangeviction)."""
+
+    pod: str
+    namespace: str
+    job: str
+    node: str
+    action: str
+    reason: str
+    preemptor: str = ""
+
+
+@dataclass(slots=True)
+class GangExplanation:
+    """Why a pod group is (still) pending: KAI reason codes and human-readable messages."""
+
+    job: str
+    namespace: str
+    queue: str
+    reasons: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Decisions:
+    binds: list[Bind] = field(default_factory=list)
+    pipelines: list[Pipeline] = field(default_factory=list)
+    evictions: list[Evict] = field(default_factory=list)
+    explanations: dict[str, GangExplanation] = field(default_factory=dict)
+    #: PodGroup uid -> new last-start time / stale-since time (None clears it).
+    last_start_times: dict[str, float] = field(default_factory=dict)
+    stale_since: dict[str, float | None] = field(default_factory=dict)

@@ -1,0 +1,179 @@
+"""Session-side views of pods, pod sets, jobs and queues (mutable during one cycle)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shoal.model.pod import Pod
+from shoal.model.podgroup import PodGroup, PodSetSpec
+from shoal.model.queue import Queue
+from shoal.model.resources import Vector
+from shoal.model.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, PodStatus
+
+#: Queue accounting columns: GPU (milli, quota units), CPU (milli), memory (bytes).
+Q_GPU, Q_CPU, Q_MEM = 0, 1, 2
+QUEUE_COLUMNS = ("gpu", "cpu", "memory")
+
+
+class Task:
+    """A pod inside a session: its status, node and GPU groups change as statements run."""
+
+    __slots__ = (
+        "accepted_gpu", "groups", "job", "node", "order_key", "pod", "pod_set", "portion", "status",
+        "uid", "vec",
+    )
+
+    def __init__(self, pod: Pod, vec: Vector) -> None:
+        self.pod = pod
+        self.uid = pod.uid
+        self.status: PodStatus = pod.status
+        self.node = -1
+        self.groups: list[str] = []
+        self.vec = vec
+        self.job: Job = None  # type: ignore[assignment]  # set by the session
+        self.pod_set: PodSet = None  # type: ignore[assignment]
+        #: Portion (milli) per device received on the current node (shared pods); 0 = whole.
+        self.portion = 0
+        #: KAI's AcceptedResource GPUs (milli): set on placement, never cleared by rollback.
+        self.accepted_gpu = 0
+        self.order_key: tuple[object, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"Task({self.uid}, {self.status.title}, node={self.node})"
+
+    def quota_vector(self) -> np.ndarray:
+        """This task's share of its queue (GPU quota milli, CPU milli, memory bytes)."""
+        gpu = self.accepted_gpu if self.pod.gpu.is_shared else self.pod.gpu_quota_milli
+        return np.array([gpu, self.pod.cpu_milli, self.pod.memory], dtype=np.float64)
+
+    def request_quota_vector(self) -> np.ndarray:
+        """Requested share (pending pods): GPU memory counts memory/100 GPUs (KAI quirk)."""
+        gpu = float(self.pod.gpu_quota_milli)
+        if self.pod.gpu.is_gpu_memory:
+            gpu = self.pod.gpu.devices * self.pod.gpu.memory_mib / 100 * 1000
+        return np.array([gpu, self.pod.cpu_milli, self.pod.memory], dtype=np.float64)
+
+
+@dataclass(slots=True)
+class PodSet:
+    spec: PodSetSpec
+    tasks: list[Task] = field(default_factory=list)
+    active_allocated: int = 0
+    active_used: int = 0
+    alive: int = 0
+    gated: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def min_available(self) -> int:
+        return self.spec.min_available
+
+    def count(self, status: PodStatus, delta: int) -> None:
+        if status & ACTIVE_ALLOCATED:
+            self.active_allocated += delta
+        if status & ACTIVE_USED:
+            self.active_used += delta
+        if status & ALIVE:
+            self.alive += delta
+        if status == PodStatus.GATED:
+            self.gated += delta
+
+
+@dataclass(slots=True)
+class Job:
+    pg: PodGroup
+    queue: QueueInfo | None
+    tasks: list[Task] = field(default_factory=list)
+    pod_sets: dict[str, PodSet] = field(default_factory=dict)
+    fit_errors: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    last_start_time: float | None = None
+    stale_since: float | None = None
+
+    @property
+    def uid(self) -> str:
+        return self.pg.uid
+
+    @property
+    def priority(self) -> int:
+        return self.pg.priority
+
+    @property
+    def preemptible(self) -> bool:
+        return self.pg.preemptible
+
+    def active_allocated(self) -> int:
+        return sum(ps.active_allocated for ps in self.pod_sets.values())
+
+    def active_used(self) -> int:
+        return sum(ps.active_used for ps in self.pod_sets.values())
+
+    def has_status(self, status: PodStatus) -> bool:
+        return any(t.status & status for t in self.tasks)
+
+    def is_ready(self) -> bool:
+        """Every pod set has enough alive, ungated pods to reach its minimum."""
+        return all(ps.alive - ps.gated >= ps.min_available for ps in self.pod_sets.values())
+
+    def is_gang_satisfied(self) -> bool:
+        return all(ps.active_used >= ps.min_available for ps in self.pod_sets.values())
+
+    def elastic_state(self) -> int:
+        """0 = below min somewhere, 1 = exactly at min everywhere, 2 = above (KAI elastic order)."""
+        state = 1
+        for ps in self.pod_sets.values():
+            if ps.active_allocated < ps.min_available:
+                return 0
+            if ps.active_allocated > ps.min_available:
+                state = 2
+        return state
+
+
+@dataclass(slots=True)
+class QueueInfo:
+    """A queue in the session: static spec plus fair share and live allocation (3 columns)."""
+
+    spec: Queue
+    parent: QueueInfo | None = None
+    children: list[QueueInfo] = field(default_factory=list)
+    deserved: np.ndarray = field(default_factory=lambda: np.full(3, -1.0))
+    limit: np.ndarray = field(default_factory=lambda: np.full(3, -1.0))
+    weight: np.ndarray = field(default_factory=lambda: np.ones(3))
+    allocated: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    allocated_np: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    request: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    fair_share: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    usage: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def ancestors(self) -> list[QueueInfo]:
+        """This queue and its ancestors, leaf first."""
+        out: list[QueueInfo] = []
+        q: QueueInfo | None = self
+        while q is not None:
+            out.append(q)
+            q = q.parent
+        return out
+
+    def allocatable_share(self) -> np.ndarray:
+        out = np.empty(3)
+        for r in range(3):
+            d, fs, lim = self.deserved[r], self.fair_share[r], self.limit[r]
+            if d == -1:
+                out[r] = lim
+            else:
+                share = max(d, fs)
+                out[r] = min(share, lim) if lim != -1 else share
+        return out

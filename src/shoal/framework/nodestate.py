@@ -1,0 +1,146 @@
+"""Per-node resource matrices and shared-GPU group accounting (kai-spec §3.4).
+
+`idle`, `releasing`, `used` and `alloc` are `[n_nodes, n_resources]` int64 matrices in core
+units. Whole GPUs live in the GPU column (milli); a shared GPU group (fraction / GPU-memory pods
+on one device) takes one whole device out of `idle` while any pod uses it, and counts as
+`releasing` while every pod on it is releasing. Group amounts are MiB of device memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shoal.model.node import Node
+from shoal.model.resources import GPU_COL, MILLI, ResourceSpace, Vector
+from shoal.model.status import PodStatus
+
+
+@dataclass(slots=True)
+class GpuGroup:
+    """Memory (MiB) of one shared device: used by any pod, allocated (not pipelined), releasing."""
+
+    used: int = 0
+    allocated: int = 0
+    releasing: int = 0
+
+    @property
+    def taken(self) -> bool:
+        return self.used > 0
+
+    @property
+    def fully_releasing(self) -> bool:
+        return self.used > 0 and self.used == self.releasing
+
+
+class NodeState:
+    """Mutable resource state of all nodes of a session. Nodes are kept in name order."""
+
+    def __init__(self, nodes: list[Node], space: ResourceSpace) -> None:
+        self.nodes = sorted(nodes, key=lambda n: n.name)
+        self.names = [n.name for n in self.nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.space = space
+        n, r = len(self.nodes), space.size
+        self.alloc = np.zeros((n, r), dtype=np.int64)
+        for i, node in enumerate(self.nodes):
+            for res, amount in node.allocatable.items():
+                col = space.index.get(res)
+                if col is None:
+                    continue
+                self.alloc[i, col] = amount * MILLI if col == GPU_COL else amount
+        self.idle = self.alloc.copy()
+        self.used = np.zeros_like(self.alloc)
+        self.releasing = np.zeros_like(self.alloc)
+        self.gpu_memory = np.array([nd.gpu_memory_mib for nd in self.nodes], dtype=np.int64)
+        self.gpu_count = np.array([nd.gpu_count for nd in self.nodes], dtype=np.int64)
+        self.groups: list[dict[str, GpuGroup]] = [{} for _ in self.nodes]
+        #: Bumped on every change of a node, so cached per-node scores know when to refresh.
+        self.version = np.zeros(n, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    # -- whole resources -------------------------------------------------------------------
+    def add(self, i: int, vec: Vector, status: PodStatus) -> None:
+        """Account a pod's regular resources (GPU column = whole GPUs only) on node i."""
+        if status == PodStatus.PIPELINED:
+            self.used[i] += vec
+            self.releasing[i] -= vec
+        elif status == PodStatus.RELEASING:
+            self.used[i] += vec
+            self.idle[i] -= vec
+            self.releasing[i] += vec
+        else:
+            self.used[i] += vec
+            self.idle[i] -= vec
+        self.version[i] += 1
+
+    def remove(self, i: int, vec: Vector, status: PodStatus) -> None:
+        """Exact inverse of `add` with the same status."""
+        if status == PodStatus.PIPELINED:
+            self.used[i] -= vec
+            self.releasing[i] += vec
+        elif status == PodStatus.RELEASING:
+            self.used[i] -= vec
+            self.idle[i] += vec
+            self.releasing[i] -= vec
+        else:
+            self.used[i] -= vec
+            self.idle[i] += vec
+        self.version[i] += 1
+
+    # -- shared GPU groups -----------------------------------------------------------------
+    def add_shared(self, i: int, group: str, mib: int, status: PodStatus, sign: int = 1) -> None:
+        """Account `mib` of device memory on shared group `group` of node i (sign -1 removes)."""
+        groups = self.groups[i]
+        g = groups.get(group)
+        if g is None:
+            g = groups[group] = GpuGroup()
+        before = (g.taken, g.fully_releasing)
+        d = sign * mib
+        if status == PodStatus.PIPELINED:
+            g.used += d
+            g.releasing -= d
+        elif status == PodStatus.RELEASING:
+            g.used += d
+            g.allocated += d
+            g.releasing += d
+        else:
+            g.used += d
+            g.allocated += d
+        after = (g.taken, g.fully_releasing)
+        self.idle[i, GPU_COL] -= MILLI * (int(after[0]) - int(before[0]))
+        self.releasing[i, GPU_COL] += MILLI * (int(after[1]) - int(before[1]))
+        if g.used == 0 and g.allocated == 0 and g.releasing == 0:
+            del groups[group]
+        self.version[i] += 1
+
+    def group_fits(self, i: int, group: str, mib: int) -> bool:
+        """A share of `mib` fits group `group` counting releasing memory (can at least pipeline)."""
+        g = self.groups[i].get(group)
+        if g is None or g.used == 0 or g.allocated == g.releasing:
+            return False
+        return int(self.gpu_memory[i]) - g.allocated + g.releasing - mib >= 0
+
+    def group_fits_idle(self, i: int, group: str, mib: int) -> bool:
+        """A share of `mib` fits group `group` now (no releasing memory needed)."""
+        g = self.groups[i].get(group)
+        return g is not None and int(self.gpu_memory[i]) - g.allocated - mib >= 0
+
+    def fresh_group_name(self, i: int, taken: set[str]) -> str:
+        """A deterministic new group id on node i: the smallest device index not in use."""
+        existing = set(self.groups[i]) | taken
+        k = 0
+        while str(k) in existing:
+            k += 1
+        return str(k)
+
+    def whole_free(self, i: int) -> tuple[int, int]:
+        """(idle, releasing) whole devices on node i."""
+        return int(self.idle[i, GPU_COL]) // MILLI, int(self.releasing[i, GPU_COL]) // MILLI
+
+    def snapshot_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Copies of (idle, releasing, used), for tests of exact rollback."""
+        return self.idle.copy(), self.releasing.copy(), self.used.copy()

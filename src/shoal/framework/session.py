@@ -1,0 +1,282 @@
+"""The session: one cycle's mutable view of the snapshot, plus the hooks plugins register.
+
+Built from a `ClusterSnapshot` (never mutated); holds node matrices, tasks, jobs and queues.
+Plugins register ordering keys, node scorers, predicates and capacity checks on open; actions
+change state only through `Statement`s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shoal.framework.config import SchedulerConfig
+from shoal.framework.decisions import Decisions
+from shoal.framework.jobs import Job, PodSet, QueueInfo, Task
+from shoal.framework.nodestate import NodeState
+from shoal.model.pod import Pod, portion_for_memory
+from shoal.model.podgroup import DEFAULT_POD_SET
+from shoal.model.queue import Queue
+from shoal.model.resources import BASE_RESOURCES, CPU_COL, GPU_COL, MEM_COL, MILLI, PODS_COL, ResourceSpace
+from shoal.model.snapshot import ClusterSnapshot
+from shoal.model.status import ACTIVE_USED, ALLOCATED, PodStatus
+
+logger = logging.getLogger(__name__)
+
+NodeScorer = Callable[["Session", Task, np.ndarray], np.ndarray | float]
+#: A predicate returns a boolean mask over nodes (True = may place), and the reason when False.
+Predicate = Callable[["Session", Task], tuple[np.ndarray, str] | None]
+PrePredicate = Callable[["Session", Task], str | None]
+CapacityCheck = Callable[["Session", Job, list[Task]], str | None]
+TaskCapacityCheck = Callable[["Session", Task, int], str | None]
+JobKey = Callable[[Job], tuple[Any, ...]]
+TaskKey = Callable[[Task], tuple[Any, ...]]
+
+
+@dataclass(slots=True)
+class Hooks:
+    """Callbacks registered by plugins at session open (order = plugin order)."""
+
+    job_keys: list[JobKey] = field(default_factory=list)
+    task_keys: list[TaskKey] = field(default_factory=list)
+    node_scorers: list[NodeScorer] = field(default_factory=list)
+    predicates: list[Predicate] = field(default_factory=list)
+    pre_predicates: list[PrePredicate] = field(default_factory=list)
+    job_capacity: list[CapacityCheck] = field(default_factory=list)
+    task_capacity: list[TaskCapacityCheck] = field(default_factory=list)
+    #: Device order for shared GPUs: key(session, node, group, used_mib) -> float, higher first.
+    gpu_order: list[Callable[[Session, int, str | None], float]] = field(default_factory=list)
+    queue_order: Callable[..., int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Session:
+    """State of one scheduling cycle. `now` is the snapshot's time; no clock is read."""
+
+    def __init__(self, snapshot: ClusterSnapshot, config: SchedulerConfig) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.now = snapshot.now
+        self.hooks = Hooks()
+        self.decisions = Decisions()
+        self.space = self._build_space(snapshot)
+        self.nodes = NodeState(snapshot.nodes, self.space)
+        self.queues = self._build_queues(snapshot.queues)
+        self.tasks: dict[str, Task] = {}
+        self.jobs: dict[str, Job] = {}
+        self._build_jobs(snapshot)
+        self._place_running_tasks()
+        self._account_queues()
+
+    # -- building ------------------------------------------------------------------------
+    @staticmethod
+    def _build_space(snapshot: ClusterSnapshot) -> ResourceSpace:
+        space = ResourceSpace()
+        extra: set[str] = set()
+        for node in snapshot.nodes:
+            extra.update(k for k in node.allocatable if k not in BASE_RESOURCES)
+        for pod in snapshot.pods:
+            extra.update(pod.mig)
+            extra.update(pod.extended)
+        for name in sorted(extra):
+            space.add(name)
+        return space
+
+    def task_vector(self, pod: Pod) -> np.ndarray:
+        v = self.space.zeros()
+        v[CPU_COL] = pod.cpu_milli
+        v[MEM_COL] = pod.memory
+        v[PODS_COL] = 1
+        if not pod.gpu.is_shared:
+            v[GPU_COL] = pod.gpu.whole * MILLI
+        for name, amount in (*pod.mig.items(), *pod.extended.items()):
+            v[self.space.index[name]] = amount
+        return v
+
+    def _build_queues(self, queues: list[Queue]) -> dict[str, QueueInfo]:
+        infos = {q.name: QueueInfo(spec=q) for q in queues}
+        for info in infos.values():
+            q = info.spec
+            for r, res in enumerate((q.gpu, q.cpu, q.memory)):
+                info.deserved[r] = res.quota
+                info.limit[r] = res.limit
+                info.weight[r] = res.over_quota_weight
+            parent = infos.get(q.parent) if q.parent else None
+            if q.parent and parent is None:
+                logger.warning("queue %s: parent queue %s does not exist; the queue is ignored", q.name, q.parent)
+        # Orphans (parent missing) are dropped with their subtree, like KAI.
+        valid: dict[str, QueueInfo] = {}
+
+        def is_valid(name: str, seen: frozenset[str] = frozenset()) -> bool:
+            q = infos[name].spec
+            if not q.parent:
+                return True
+            if q.parent not in infos or q.parent in seen or q.parent == name:
+                return False
+            return is_valid(q.parent, seen | {name})
+
+        for name, info in infos.items():
+            if is_valid(name):
+                valid[name] = info
+        for info in valid.values():
+            if info.spec.parent:
+                info.parent = valid[info.spec.parent]
+                info.parent.children.append(info)
+        return valid
+
+    def _build_jobs(self, snapshot: ClusterSnapshot) -> None:
+        for pg in snapshot.podgroups:
+            queue = self.queues.get(pg.queue)
+            job = Job(pg=pg, queue=queue, last_start_time=pg.last_start_time, stale_since=pg.stale_since)
+            for spec in pg.pod_sets:
+                job.pod_sets[spec.name] = PodSet(spec)
+            self.jobs[pg.uid] = job
+        for pod in snapshot.pods:
+            job_or_none = self.jobs.get(pod.job)
+            if job_or_none is None:
+                continue
+            ps = job_or_none.pod_sets.get(pod.subgroup or DEFAULT_POD_SET)
+            if ps is None:
+                continue  # a pod naming no pod set is not part of the gang (KAI drops it)
+            task = Task(pod, self.task_vector(pod))
+            task.job = job_or_none
+            task.pod_set = ps
+            ps.tasks.append(task)
+            ps.count(task.status, 1)
+            job_or_none.tasks.append(task)
+            self.tasks[task.uid] = task
+
+    def _place_running_tasks(self) -> None:
+        running = [t for t in self.tasks.values() if t.status & ACTIVE_USED and t.pod.node in self.nodes.index]
+        for task in sorted(running, key=lambda t: t.pod.name):
+            i = self.nodes.index[task.pod.node]  # type: ignore[index]
+            groups = list(task.pod.gpu_groups)
+            if task.pod.gpu.is_shared:
+                taken: set[str] = set()
+                while len(groups) < task.pod.gpu.devices:
+                    # A running shared pod without known groups gets fresh, distinct devices.
+                    name = self.nodes.fresh_group_name(i, taken | {f"~{task.uid}"})
+                    name = f"{name}-{task.uid}"
+                    taken.add(name)
+                    groups.append(name)
+            self.place(task, i, task.status, groups)
+
+    def _account_queues(self) -> None:
+        for task in self.tasks.values():
+            q = task.job.queue
+            if q is None:
+                continue
+            if task.status & ALLOCATED:
+                vec = task.quota_vector()
+                for a in q.ancestors():
+                    a.allocated += vec
+                    a.request += vec
+                    if not task.job.preemptible:
+                        a.allocated_np += vec
+            elif task.status == PodStatus.PENDING:
+                vec = task.request_quota_vector()
+                for a in q.ancestors():
+                    a.request += vec
+
+    # -- placement primitives (statements use these) ---------------------------------------
+    def shared_mib(self, task: Task, i: int) -> int:
+        """Device memory (MiB) one device of a shared task takes on node i."""
+        g = task.pod.gpu
+        if g.is_gpu_memory:
+            return g.memory_mib
+        return g.portion_milli * int(self.nodes.gpu_memory[i]) // MILLI
+
+    def node_portion(self, task: Task, i: int) -> int:
+        """Portion (milli) per device a shared task receives on node i."""
+        g = task.pod.gpu
+        if g.is_gpu_memory:
+            return portion_for_memory(g.memory_mib, int(self.nodes.gpu_memory[i]))
+        return g.portion_milli
+
+    def place(self, task: Task, i: int, status: PodStatus, groups: list[str]) -> None:
+        """Put `task` on node i with `status` (an active-used status) and account it."""
+        self.set_status(task, status)
+        task.node = i
+        task.groups = list(groups)
+        self.nodes.add(i, task.vec, status)
+        if task.pod.gpu.is_shared:
+            mib = self.shared_mib(task, i)
+            for g in groups:
+                self.nodes.add_shared(i, g, mib, status)
+            task.portion = self.node_portion(task, i)
+            task.accepted_gpu = task.portion * len(groups)
+        else:
+            task.accepted_gpu = task.pod.gpu_quota_milli
+
+    def unplace(self, task: Task, status: PodStatus) -> None:
+        """Take `task` off its node and give it `status` (not active-used)."""
+        i = task.node
+        if i >= 0:
+            self.nodes.remove(i, task.vec, task.status)
+            if task.pod.gpu.is_shared:
+                mib = self.shared_mib(task, i)
+                for g in task.groups:
+                    self.nodes.add_shared(i, g, mib, task.status, sign=-1)
+        task.node = -1
+        task.groups = []
+        self.set_status(task, status)
+
+    def set_status(self, task: Task, status: PodStatus) -> None:
+        if task.status != status:
+            task.pod_set.count(task.status, -1)
+            task.pod_set.count(status, 1)
+            task.status = status
+
+    def queue_add(self, task: Task, sign: int) -> None:
+        """Event handler: the task's share joins (+1) or leaves (-1) its queue and ancestors."""
+        q = task.job.queue
+        if q is None:
+            return
+        vec = task.quota_vector() * sign
+        np_job = not task.job.preemptible
+        for a in q.ancestors():
+            a.allocated += vec
+            if np_job:
+                a.allocated_np += vec
+
+    # -- helpers for actions ---------------------------------------------------------------
+    def job_key(self, job: Job) -> tuple[Any, ...]:
+        key: tuple[Any, ...] = ()
+        for fn in self.hooks.job_keys:
+            key += fn(job)
+        return (*key, job.pg.creation, job.uid)
+
+    def task_key(self, task: Task) -> tuple[Any, ...]:
+        key: tuple[Any, ...] = ()
+        for fn in self.hooks.task_keys:
+            key += fn(task)
+        return (*key, task.pod.creation, task.uid)
+
+    def sort_tasks(self) -> None:
+        """Compute the task order of every job (after plugins registered their keys)."""
+        for job in self.jobs.values():
+            for t in job.tasks:
+                t.order_key = self.task_key(t)
+            job.tasks.sort(key=lambda t: t.order_key)
+            for ps in job.pod_sets.values():
+                ps.tasks.sort(key=lambda t: t.order_key)
+
+    def cluster_total(self) -> np.ndarray:
+        """Queue-accounting capacity of ready nodes (GPU incl. MIG slices), minus other schedulers."""
+        ready = np.array([n.ready for n in self.nodes.nodes], dtype=bool)
+        alloc = self.nodes.alloc[ready] if len(ready) else self.nodes.alloc
+        total = np.zeros(3)
+        total[0] = float(alloc[:, GPU_COL].sum())
+        for col, g in self.space.mig_columns():
+            total[0] += float(alloc[:, col].sum()) * g * MILLI
+        total[1] = float(alloc[:, CPU_COL].sum())
+        total[2] = float(alloc[:, MEM_COL].sum())
+        for used in self.snapshot.other_used.values():
+            total[0] -= used.get("nvidia.com/gpu", 0) * MILLI
+            total[1] -= used.get("cpu", 0)
+            total[2] -= used.get("memory", 0)
+        return total

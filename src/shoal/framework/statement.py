@@ -1,0 +1,133 @@
+"""Statements: tentative allocate / pipeline / evict with checkpoint, rollback and commit (kai-spec §3.5).
+
+Every operation changes the session at once (nodes, task status, pod-set counters and queue
+allocation); `rollback(cp)` undoes the operations after checkpoint `cp` in reverse order, restoring
+the session exactly; `commit()` turns the surviving operations into decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shoal.framework.decisions import Bind, Evict, Pipeline
+from shoal.framework.jobs import Task
+from shoal.framework.session import Session
+from shoal.model.status import PodStatus
+
+
+@dataclass(slots=True)
+class _Op:
+    kind: str  # allocate | pipeline | evict | unevict
+    task: Task
+    prev_status: PodStatus
+    prev_node: int
+    prev_groups: list[str]
+    prev_portion: int
+    reason: str = ""
+    action: str = ""
+    preemptor: str = ""
+
+
+class Statement:
+    """An ordered log of tentative operations on one session."""
+
+    def __init__(self, session: Session) -> None:
+        self.ssn = session
+        self.ops: list[_Op] = []
+
+    # -- operations ------------------------------------------------------------------------
+    def _move(self, task: Task, status: PodStatus, node: int, groups: list[str]) -> None:
+        ssn = self.ssn
+        if task.node >= 0:
+            ssn.unplace(task, task.status)
+        ssn.place(task, node, status, groups)
+
+    def _record(self, kind: str, task: Task, **extra: str) -> _Op:
+        op = _Op(kind, task, task.status, task.node, list(task.groups), task.portion, **extra)
+        self.ops.append(op)
+        return op
+
+    def allocate(self, task: Task, node: int, groups: list[str] | None = None) -> None:
+        """Place a pending task on `node` now (it will be bound on commit)."""
+        self._record("allocate", task)
+        self._move(task, PodStatus.ALLOCATED, node, groups or [])
+        self.ssn.queue_add(task, +1)
+
+    def pipeline(self, task: Task, node: int, groups: list[str] | None = None,
+                 update_if_exists: bool = False) -> None:
+        """Place a task on `node` to start once releasing resources are free.
+
+        A victim evicted in this session and re-placed on its own node is un-evicted instead
+        (unless `update_if_exists`, or a shared pod moving to other GPU groups).
+        """
+        groups = groups or []
+        same_place = task.node == node and task.status == PodStatus.RELEASING
+        if same_place and not update_if_exists and (not task.pod.gpu.is_shared or groups == task.groups):
+            prev = self._evicted_from(task)
+            if prev is not None:
+                self._record("unevict", task)
+                self._move(task, prev, node, task.groups)
+                self.ssn.queue_add(task, +1)
+                return
+        self._record("pipeline", task)
+        self._move(task, PodStatus.PIPELINED, node, groups)
+        self.ssn.queue_add(task, +1)
+
+    def evict(self, task: Task, action: str, reason: str, preemptor: str = "") -> None:
+        """Mark a running task Releasing on its node (deleted on commit)."""
+        self._record("evict", task, action=action, reason=reason, preemptor=preemptor)
+        self.ssn.queue_add(task, -1)
+        self._move(task, PodStatus.RELEASING, task.node, task.groups)
+
+    def _evicted_from(self, task: Task) -> PodStatus | None:
+        for op in reversed(self.ops):
+            if op.task is task and op.kind == "evict":
+                return op.prev_status
+        return None
+
+    # -- control ---------------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        return len(self.ops)
+
+    def rollback(self, checkpoint: int) -> None:
+        """Undo every operation after `checkpoint`, newest first; the session is as it was."""
+        ssn = self.ssn
+        while len(self.ops) > checkpoint:
+            op = self.ops.pop()
+            task = op.task
+            if op.kind != "evict":
+                ssn.queue_add(task, -1)
+            if task.node >= 0:
+                ssn.unplace(task, op.prev_status)
+            else:
+                ssn.set_status(task, op.prev_status)
+            if op.prev_node >= 0:
+                ssn.place(task, op.prev_node, op.prev_status, op.prev_groups)
+            # A task rolled back to pending keeps its stale AcceptedResource, like KAI.
+            if op.kind == "evict":
+                ssn.queue_add(task, +1)
+            task.portion = op.prev_portion
+
+    def discard(self) -> None:
+        self.rollback(0)
+
+    def commit(self) -> None:
+        """Turn surviving operations into decisions; allocated tasks become Binding."""
+        ssn = self.ssn
+        d = ssn.decisions
+        names = ssn.nodes.names
+        for op in self.ops:
+            t = op.task
+            pod = t.pod
+            if op.kind == "allocate" and t.status == PodStatus.ALLOCATED:
+                ssn.set_status(t, PodStatus.BINDING)
+                shared = pod.gpu.is_shared
+                rtype = "Fraction" if shared else ("MigInstance" if pod.mig else "Regular")
+                d.binds.append(Bind(pod.uid, pod.namespace, t.job.uid, names[t.node], tuple(t.groups),
+                                    rtype, t.portion if shared else 0))
+            elif op.kind == "pipeline" and t.status == PodStatus.PIPELINED:
+                d.pipelines.append(Pipeline(pod.uid, pod.namespace, t.job.uid, names[t.node], tuple(t.groups)))
+            elif op.kind == "evict" and t.status == PodStatus.RELEASING:
+                d.evictions.append(Evict(pod.uid, pod.namespace, t.job.uid, names[t.node], op.action,
+                                         op.reason, op.preemptor))
+        self.ops = []

@@ -1,0 +1,120 @@
+"""Pods (tasks): what one pod asks for and where it stands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shoal.model.resources import MILLI
+from shoal.model.status import PodStatus
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """A pod's GPU ask: whole devices, or a share of `devices` devices (fraction or GPU memory).
+
+    `portion_milli` is the fraction of one device in milli-GPU, rounded to 0.01 GPU like KAI
+    (`gpu-fraction`); `memory_mib` is a `gpu-memory` request, turned into a node-specific portion
+    when placed. Exactly one of `whole`, `portion_milli`, `memory_mib` is non-zero (or none).
+    """
+
+    whole: int = 0
+    portion_milli: int = 0
+    devices: int = 1
+    memory_mib: int = 0
+
+    @property
+    def is_shared(self) -> bool:
+        """Fraction or GPU-memory request: placed on shared GPU groups."""
+        return self.portion_milli > 0 or self.memory_mib > 0
+
+    @property
+    def is_gpu_memory(self) -> bool:
+        return self.memory_mib > 0 and self.portion_milli == 0
+
+    @property
+    def milli(self) -> int:
+        """KAI's `GPUs()` in milli-GPU: whole devices, or portion x devices (GPU memory: 0)."""
+        if self.whole:
+            return self.whole * MILLI
+        return self.portion_milli * self.devices
+
+    @property
+    def any(self) -> bool:
+        return self.whole > 0 or self.is_shared
+
+
+def portion_for_memory(memory_mib: int, device_memory_mib: int) -> int:
+    """KAI's memory -> portion on a node: ceil(m / M * 100) / 100, in milli-GPU."""
+    if device_memory_mib <= 0:
+        return MILLI
+    return -(-memory_mib * 100 // device_memory_mib) * 10
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A required pod (anti-)affinity term: pods whose labels include `match_labels`, per topology key."""
+
+    match_labels: tuple[tuple[str, str], ...]
+    topology_key: str
+    anti: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(slots=True)
+class Pod:
+    """One pod as the scheduler sees it. `status`, `node` and `gpu_groups` are the current state."""
+
+    uid: str
+    name: str
+    namespace: str
+    job: str
+    status: PodStatus
+    cpu_milli: int = 0
+    memory: int = 0
+    gpu: GpuRequest = field(default_factory=GpuRequest)
+    mig: dict[str, int] = field(default_factory=dict)
+    extended: dict[str, int] = field(default_factory=dict)
+    node: str | None = None
+    gpu_groups: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    subgroup: str = ""
+    #: `kai.scheduler/task-priority` label: None = unlabelled, "bad" values are kept as None + flag.
+    task_priority: int | None = None
+    task_priority_invalid: bool = False
+    creation: float = 0.0
+    node_selector: dict[str, str] = field(default_factory=dict)
+    #: Required node affinity: OR of terms, each term an AND of (key, operator, values).
+    node_affinity: list[list[tuple[str, str, tuple[str, ...]]]] = field(default_factory=list)
+    pod_affinity: list[AffinityTerm] = field(default_factory=list)
+    tolerations: list[Toleration] = field(default_factory=list)
+    legacy_mig: bool = False
+    nominated_node: str | None = None
+    best_effort: bool = False
+    #: The last time this pod (re)started running, for min-runtime; None if never.
+    start_time: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.best_effort:
+            return
+        # KAI treats a request below 10m CPU / 10 MiB and no GPU/MIG as best effort (always fits).
+        if (self.cpu_milli < 10 and self.memory < 10 * 1024 * 1024 and not self.gpu.any
+                and not self.mig and all(v < 10 for v in self.extended.values())):
+            self.best_effort = True
+
+    @property
+    def gpu_quota_milli(self) -> int:
+        """KAI's `GetGpusQuota`: GPUs() + MIG slices (g x count); GPU memory counts 0 here."""
+        from shoal.model.resources import mig_gpu_slices
+
+        return self.gpu.milli + sum((mig_gpu_slices(r) or 0) * n * MILLI for r, n in self.mig.items())
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return not self.gpu.any and not self.mig

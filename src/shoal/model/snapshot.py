@@ -1,0 +1,30 @@
+"""The `ClusterSnapshot`: everything one scheduling cycle reads. The core never mutates it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shoal.model.node import Node
+from shoal.model.pod import Pod
+from shoal.model.podgroup import PodGroup
+from shoal.model.queue import Queue
+from shoal.model.topology import Topology
+
+
+@dataclass(slots=True)
+class ClusterSnapshot:
+    """Nodes, pods, pod groups, queues and topologies at time `now` (seconds, any epoch).
+
+    `usage` is the time-decayed historical usage per queue and resource (`gpu`, `cpu`,
+    `memory`), normalised to cluster capacity (0..1); empty = no time-based fair share.
+    `other_used` is what pods of other schedulers use per node (resource name -> amount).
+    """
+
+    now: float
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    podgroups: list[PodGroup] = field(default_factory=list)
+    queues: list[Queue] = field(default_factory=list)
+    topologies: list[Topology] = field(default_factory=list)
+    usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    other_used: dict[str, dict[str, int]] = field(default_factory=dict)
