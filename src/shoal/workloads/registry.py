@@ -91,7 +91,7 @@ def _effective_chain(chain: list[View], pod: View | None) -> list[View]:
             chain = [View(_merge_down(skipped, pod))]
         else:
             raise skipped.error("kind", f"a {skipped.string('kind')} is grouped through the objects it "
-                                        "creates; pass the owner below it (e.g. the JobSet) or a pod")
+                                        "creates; pass the owner below it (a TrainJob's JobSet) or its pod")
     return chain
 
 
