@@ -27,11 +27,18 @@ class GpuGroup:
 
     @property
     def taken(self) -> bool:
-        return self.used > 0
+        """Holds a device out of the node's idle GPUs (some pod on it is not pipelined)."""
+        return self.allocated > 0
 
     @property
-    def fully_releasing(self) -> bool:
-        return self.used > 0 and self.used == self.releasing
+    def releasing_delta(self) -> int:
+        """Devices this group adds to the node's releasing GPUs: +1 while every pod on it is
+        releasing, -1 while only pipelined pods use it (they wait for a releasing device)."""
+        if self.used > 0 and self.used == self.releasing:
+            return 1
+        if self.allocated == 0 and self.used > 0:
+            return -1
+        return 0
 
 
 class NodeState:
@@ -98,7 +105,7 @@ class NodeState:
         g = groups.get(group)
         if g is None:
             g = groups[group] = GpuGroup()
-        before = (g.taken, g.fully_releasing)
+        before = (g.taken, g.releasing_delta)
         d = sign * mib
         if status == PodStatus.PIPELINED:
             g.used += d
@@ -110,7 +117,7 @@ class NodeState:
         else:
             g.used += d
             g.allocated += d
-        after = (g.taken, g.fully_releasing)
+        after = (g.taken, g.releasing_delta)
         self.idle[i, GPU_COL] -= MILLI * (int(after[0]) - int(before[0]))
         self.releasing[i, GPU_COL] += MILLI * (int(after[1]) - int(before[1]))
         if g.used == 0 and g.allocated == 0 and g.releasing == 0:
@@ -127,7 +134,7 @@ class NodeState:
     def group_fits_idle(self, i: int, group: str, mib: int) -> bool:
         """A share of `mib` fits group `group` now (no releasing memory needed)."""
         g = self.groups[i].get(group)
-        return g is not None and int(self.gpu_memory[i]) - g.allocated - mib >= 0
+        return g is not None and g.allocated > 0 and int(self.gpu_memory[i]) - g.allocated - mib >= 0
 
     def fresh_group_name(self, i: int, taken: set[str]) -> str:
         """A deterministic new group id on node i: the smallest device index not in use."""

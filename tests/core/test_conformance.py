@@ -1,0 +1,40 @@
+"""The whole public KAI scenario corpus through `shoal.conformance`, against the known-failures list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shoal.conformance.runner import collect, load, run
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO.parent / "shared" / "conformance" / "kai"
+KNOWN = yaml.safe_load((Path(__file__).parent / "known_failures.yaml").read_text()) or {}
+FILES = collect([str(CORPUS)]) if CORPUS.is_dir() else []
+
+
+def test_corpus_is_present() -> None:
+    assert len(FILES) >= 242, f"expected the public corpus under {CORPUS}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_scenario(path: Path) -> None:
+    sc = load(path)
+    result = run(sc)
+    if result.outcome == "skipped":
+        assert "not implemented yet" in result.message, result.message
+        assert sc.id not in KNOWN, f"{sc.id} is skipped ({result.message}); drop it from known_failures.yaml"
+        return
+    if sc.id in KNOWN:
+        assert result.outcome != "passed", f"{sc.id} passes now: remove it from known_failures.yaml"
+        return
+    assert result.outcome == "passed", f"{result.outcome}: {result.message}"
+
+
+def test_known_failures_name_real_scenarios() -> None:
+    ids = {f.stem for f in FILES}
+    unknown = sorted(set(KNOWN) - ids)
+    assert not unknown, f"known_failures.yaml names unknown scenarios: {unknown}"
+    assert all(isinstance(v, str) and v.strip() for v in KNOWN.values()), "every entry needs a reason"
