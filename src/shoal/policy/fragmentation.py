@@ -30,6 +30,7 @@ BoolArray = npt.NDArray[np.bool_]
 # Class codes, in the order Go adds the class totals.
 _Q1, _Q2, _Q4, _XL, _XR, _NOACCESS = range(6)
 _N_CLASSES = 6
+_CLASS_IDS = np.arange(_N_CLASSES)[:, None, None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,28 +63,31 @@ def node_fragment(
     (a missing device then contributes nothing); ``cpu_left`` [B] milli-CPU; ``model`` [B] GPU
     model index into ``typical.allowed``'s columns. Never mutates its inputs.
     """
-    free = free_milli[:, None, :]  # [B, 1, D]
-    need = typical.milli[None, :, None]  # [1, M, 1]
-    total_free = free_milli.sum(axis=1)  # [B]
-    fits_dev = free >= need  # [B, M, D]
-    gpu_ok = fits_dev.sum(axis=2) >= typical.count[None, :]  # [B, M]
+    # Layout [M, B(, D)]: the per-class sums below reduce over axis 0 of a C-contiguous array,
+    # which numpy does strictly in order (m = 0, 1, ...), exactly like Go's accumulation; a sum
+    # over the last axis would use pairwise blocks and could differ from Go in the last bit.
+    if len(free_milli) == 1:
+        # With B == 1 numpy would collapse the B axis and sum pairwise: evaluate the state twice.
+        return node_fragment(np.repeat(free_milli, 2, axis=0), np.repeat(cpu_left, 2),
+                             np.repeat(model, 2), typical)[:1]
+    free = free_milli[None, :, :]  # [1, B, D]
+    fits_dev = free >= typical.milli[:, None, None]  # [M, B, D]
+    gpu_ok = fits_dev.sum(axis=2) >= typical.count[:, None]  # [M, B]
     unusable = np.where(fits_dev, 0, free).sum(axis=2)  # free on devices too small for m
-    cpu_ok = cpu_left[:, None] >= typical.cpu_milli[None, :]
-    access = typical.allowed[:, model].T  # [B, M]
-    cpu_only = (typical.count == 0)[None, :]
-
+    total_free = free_milli.sum(axis=1)  # [B]
+    cpu_ok = typical.cpu_milli[:, None] <= cpu_left[None, :]
+    access = typical.allowed[:, model]  # [M, B]
+    cpu_only = (typical.count == 0)[:, None]
     # A fitting node books its unusable part under Q2 (as Go does), so CPU-ok is always Q2.
     cls = np.where(cpu_ok, _Q2, np.where(gpu_ok, _Q4, _Q1))
     cls = np.where(access, cls, _NOACCESS)
     cls = np.where(cpu_only, np.where(cpu_ok, _XL, _XR), cls)
     fits = cpu_ok & gpu_ok & access & ~cpu_only
-    amount = np.where(fits, unusable, total_free[:, None]).astype(np.float64)
-    contrib = typical.freq[None, :] * amount  # [B, M], the p_m * frag terms Go adds
-    per_class = np.where(cls[None, :, :] == np.arange(_N_CLASSES)[:, None, None], contrib[None], 0.0)
-    # cumsum adds strictly left to right (numpy's sum would use pairwise blocks and could differ
-    # from Go in the last bit); adding the 0.0 of other classes leaves a float64 unchanged.
-    sums = np.cumsum(per_class, axis=2)[:, :, -1]  # [6, B]
-    out: FloatArray = sums[_Q1] + sums[_Q2] + sums[_Q4] + sums[_XL] + sums[_XR] + sums[_NOACCESS]
+    contrib = typical.freq[:, None] * np.where(fits, unusable, total_free[None, :])  # p_m * frag
+    per_class = np.where(cls[None] == _CLASS_IDS, contrib[None], 0.0)  # [6, M, B]
+    # Adding the 0.0 of other classes leaves a float64 unchanged, so each class sum is Go's.
+    sums = per_class.sum(axis=1)  # [6, B], in m order
+    out: FloatArray = sums.sum(axis=0)  # Q1 + Q2 + Q4 + XL + XR + NoAccess, left to right
     return out
 
 

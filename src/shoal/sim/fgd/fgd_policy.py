@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.policy.fragmentation import TypicalPods, fgd_score, node_fragment
+from shoal.policy.fragmentation import FloatArray, TypicalPods, fgd_score, node_fragment
 from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
 from shoal.sim.fgd.policies import _DeterministicPolicy
 from shoal.sim.openb import MILLI_PER_GPU
+
+_DEDUP_FROM = 200  # batch size from which deduplicating node states pays off
 
 
 class FgdPolicy(_DeterministicPolicy):
@@ -25,8 +27,15 @@ class FgdPolicy(_DeterministicPolicy):
     def __init__(self, typical: TypicalPods) -> None:
         self._typical = typical
 
-    def _frag(self, free: IntArray, cpu_left: IntArray, model: IntArray) -> np.ndarray:
-        return node_fragment(free, cpu_left, model, self._typical)
+    def _frag(self, free: IntArray, cpu_left: IntArray, model: IntArray) -> FloatArray:
+        if len(free) < _DEDUP_FROM:
+            return node_fragment(free, cpu_left, model, self._typical)
+        # Large batches (a pod kind's first appearance) repeat few distinct node states.
+        states = np.column_stack([model, cpu_left, free])
+        uniq, inverse = np.unique(states, axis=0, return_inverse=True)
+        frag = node_fragment(uniq[:, 2:], uniq[:, 1], uniq[:, 0], self._typical)
+        out: FloatArray = frag[inverse.reshape(-1)]
+        return out
 
     def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
         free = cluster.free[idx]
@@ -43,20 +52,30 @@ class FgdPolicy(_DeterministicPolicy):
             take = whole & (np.cumsum(whole, axis=1) <= kind.num_gpu)
             after = np.where(take, 0, free)
             dev = np.argmax(whole, axis=1).astype(np.int64)  # lowest completely free GPU
-        frag = self._frag(np.concatenate([free, after]), np.concatenate([cpu, cpu_after]),
-                          np.concatenate([model, model]))
+        frag = self._frag(
+            np.concatenate([free, after]), np.concatenate([cpu, cpu_after]), np.concatenate([model, model])
+        )
         n = len(idx)
         return fgd_score(frag[:n], frag[n:]), dev
 
     def _score_fractional(
         self, free: IntArray, cpu: IntArray, cpu_after: IntArray, model: IntArray, kind: PodKind
     ) -> tuple[IntArray, IntArray]:
-        node_i, dev_i = np.nonzero(free >= kind.gpu_milli)  # candidates, grouped by node, by device
+        # Candidates grouped by node, by device. A device whose free milli equals a lower-index
+        # device's gives the same multiset after placement, hence the same score: skip it (the
+        # chosen GPU is the lowest index reaching the best score either way).
+        fits = free >= kind.gpu_milli
+        lower = np.tri(free.shape[1], k=-1, dtype=bool).T  # lower[j, d] = j < d
+        repeated = ((free[:, :, None] == free[:, None, :]) & lower[None]).any(axis=1)
+        node_i, dev_i = np.nonzero(fits & ~repeated)
         after = free[node_i]
         after[np.arange(len(node_i)), dev_i] -= kind.gpu_milli
         n = len(free)
-        frag = self._frag(np.concatenate([free, after]), np.concatenate([cpu, cpu_after[node_i]]),
-                          np.concatenate([model, model[node_i]]))
+        frag = self._frag(
+            np.concatenate([free, after]),
+            np.concatenate([cpu, cpu_after[node_i]]),
+            np.concatenate([model, model[node_i]]),
+        )
         cand = fgd_score(frag[:n][node_i], frag[n:])
         best = np.full(n, -1, dtype=np.int64)
         np.maximum.at(best, node_i, cand)

@@ -84,7 +84,8 @@ def simulate(arrivals: Arrivals, policy: Policy) -> RunTrace:
             cache = caches[kind] = _KindScores(np.full(n, -1, np.int64), np.full(n, -1, np.int64))
             _refresh(cache, cluster, policy, kind, all_nodes)
         elif cache.seen < len(log):
-            _refresh(cache, cluster, policy, kind, np.unique(np.array(log[cache.seen :], dtype=np.int64)))
+            changed = sorted(set(log[cache.seen :]))
+            _refresh(cache, cluster, policy, kind, np.array(changed, dtype=np.int64))
         cache.seen = len(log)
         node, device = _choose(cluster, policy, cache, kind, pod.memory_mib)
         if node >= 0:
