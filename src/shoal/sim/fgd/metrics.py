@@ -59,11 +59,11 @@ class SeedSummary:
         )
 
 
-def median_curve(curves: list[list[float | None]]) -> list[list[float]]:
-    """[[arrival %, median over runs], ...] skipping arrivals where any run has no value."""
-    out: list[list[float]] = []
+def median_curve(curves: list[list[float | None]]) -> list[tuple[int, float]]:
+    """[(arrival %, median over runs), ...] skipping arrivals where any run has no value."""
+    out: list[tuple[int, float]] = []
     for point in ARRIVAL_POINTS:
         values = [c[point] for c in curves]
         if all(v is not None for v in values):
-            out.append([float(point), round(statistics.median([v for v in values if v is not None]), 3)])
+            out.append((point, round(statistics.median([v for v in values if v is not None]), 3)))
     return out
