@@ -1,0 +1,97 @@
+"""`shoal run`: the scheduler service against a Kubernetes API server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shoal.framework.config import ConfigError, SchedulerConfig, config_from_dict
+
+logger = logging.getLogger(__name__)
+
+HELP = """\
+Schedule the pods whose spec.schedulerName is NAME (default kai-scheduler, so KAI manifests run
+unchanged), using KAI's CRDs (Queue, PodGroup, Topology; install them with `shoal install-crds`).
+Credentials come from --kubeconfig, else $KUBECONFIG / ~/.kube/config, else the in-cluster
+service account. With leader election (the default) several instances may run; one schedules.
+"""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="run the scheduler against a Kubernetes cluster", description=HELP,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, in-cluster)")
+    p.add_argument("--scheduler-name", default="kai-scheduler", metavar="NAME",
+                   help="spec.schedulerName of the pods to schedule (default: %(default)s)")
+    p.add_argument("--config", metavar="scheduler.yaml", help="KAI-style scheduler config (actions, tiers)")
+    p.add_argument("--period", default="1s", help="cycle period, e.g. 1s, 500ms (default: %(default)s)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="N",
+                   help="serve /healthz, /readyz and /metrics on this port (0 = any free port)")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="address to serve metrics on")
+    p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                   help="take part in leader election on a Lease (default: on)")
+    p.add_argument("--lease-namespace", default="shoal-system", help="namespace of the leader Lease")
+    p.add_argument("--lease-name", default="", help="name of the leader Lease (default: the scheduler name)")
+    p.add_argument("--identity", default="", help="leader-election identity (default: host-pid)")
+    p.set_defaults(func=run)
+
+
+def parse_duration(text: str) -> float:
+    """`1s`, `500ms`, `2m`, or plain seconds -> seconds; ValueError on anything else."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (try 1s or 500ms)")
+    value = float(m.group(1))
+    return value / 1000 if m.group(2) == "ms" else value * 60 if m.group(2) == "m" else value
+
+
+def load_config(path: str | None) -> SchedulerConfig:
+    if not path:
+        return SchedulerConfig()
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    return config_from_dict(data, source=path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from shoal.kube.client import KubeClient
+    from shoal.kube.service import SchedulerService, ServiceOptions
+
+    try:
+        period = parse_duration(args.period)
+        config = load_config(args.config)
+    except (ValueError, ConfigError, OSError, yaml.YAMLError) as e:
+        print(f"shoal run: {e}")
+        return 2
+    opts = ServiceOptions(scheduler_name=args.scheduler_name, config=config, period=period,
+                          metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+                          leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
+                          lease_name=args.lease_name, identity=args.identity)
+
+    async def main() -> None:
+        client = KubeClient(args.kubeconfig)
+        service = SchedulerService(client, opts)
+        task = asyncio.create_task(service.run())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        finally:
+            await client.close()
+
+    if not logging.getLogger().isEnabledFor(logging.INFO):
+        logging.getLogger("shoal").setLevel(logging.INFO)
+    # One line per HTTP request drowns the scheduler's own log.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+    asyncio.run(main())
+    return 0

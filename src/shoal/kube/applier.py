@@ -1,0 +1,272 @@
+"""Applies a cycle's decisions through the API: binds, evictions, explanations, statuses.
+
+Contracts:
+* A bind is *assumed* in the cache before its request leaves, so the next snapshot already holds
+  the GPU; a failed bind forgets it (the pod is re-planned next cycle). Shared-GPU pods get their
+  GPU group label and `received-resource-type` annotation *before* the binding, so whatever starts
+  the container sees them (KAI's binder does the same).
+* Evictions go through the Eviction API. A refusal (429, a PodDisruptionBudget) stops the rest of
+  that victim set (same action and preemptor) and is reported; it never raises.
+* Explanations become a `PodScheduled=False/Unschedulable` condition and a `FailedScheduling`
+  event on each pending pod of the gang, and a condition on the PodGroup; each is written only
+  when its message changes, at most `write_budget` writes per cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from shoal.framework.decisions import Bind, Decisions, Evict, GangExplanation
+from shoal.kube.cache import ClusterCache, Problem
+from shoal.kube.client import EVENTS, PODGROUPS, PODS, QUEUES, ApiError, KubeClient
+from shoal.kube.convert import GPU_GROUP_LABEL, LAST_START_ANNOTATION, STALE_ANNOTATION
+from shoal.kube.metrics import SchedulerMetrics
+
+logger = logging.getLogger(__name__)
+
+RECEIVED_TYPE_ANNOTATION = "received-resource-type"
+GPU_PORTION_ANNOTATION = "gpu-portion"
+GPU_GROUPS_ANNOTATION = "shoal.dev/gpu-groups"
+
+
+def rfc3339(ts: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class ApplyStats:
+    bound: int = 0
+    bind_failed: int = 0
+    evicted: int = 0
+    evict_refused: int = 0
+    writes: int = 0
+
+
+@dataclass(slots=True)
+class Applier:
+    client: KubeClient
+    cache: ClusterCache
+    scheduler_name: str
+    metrics: SchedulerMetrics | None = None
+    concurrency: int = 64
+    write_budget: int = 300
+    #: What was last written per object (pod uid / PodGroup key / problem key) -> message.
+    written: dict[str, str] = field(default_factory=dict)
+    evicting: set[str] = field(default_factory=set)
+
+    async def apply(self, d: Decisions) -> ApplyStats:
+        stats = ApplyStats()
+        sem = asyncio.Semaphore(self.concurrency)
+        for b in d.binds:  # assume synchronously: the next snapshot must not re-promise these
+            self.cache.assume(b.pod, b.node, b.gpu_groups)
+        jobs: list[Awaitable[None]] = [self._bind(b, stats, sem) for b in d.binds]
+        for victims in _victim_sets(d.evictions):
+            jobs.append(self._evict_set(victims, stats, sem))
+        await asyncio.gather(*jobs)
+        budget = [self.write_budget]
+        await self._explain(d.explanations, stats, sem, budget)
+        await self._report_problems(stats, sem, budget)
+        await self._podgroup_times(d, sem)
+        return stats
+
+    # -- binding -----------------------------------------------------------------------------
+    async def _bind(self, b: Bind, stats: ApplyStats, sem: asyncio.Semaphore) -> None:
+        ref = self.cache.refs.get(b.pod)
+        if ref is None:
+            self.cache.forget(b.pod)
+            return
+        async with sem:
+            try:
+                if b.gpu_groups:
+                    await self.client.patch(PODS, ref.name, _sharing_patch(b), ref.namespace)
+                await self.client.bind(ref.namespace, ref.name, b.pod, b.node)
+            except ApiError as e:
+                stats.bind_failed += 1
+                self.cache.forget(b.pod)
+                logger.warning("bind %s/%s -> %s failed: %s", ref.namespace, ref.name, b.node, e)
+                if e.code != 404:
+                    await self._event_quietly("Pod", ref.namespace, ref.name, b.pod, "FailedBinding",
+                                              f"binding to {b.node} failed: {e.message}", warning=True)
+                return
+            except Exception as e:
+                stats.bind_failed += 1
+                self.cache.forget(b.pod)
+                logger.warning("bind %s/%s -> %s failed: %r", ref.namespace, ref.name, b.node, e)
+                return
+        stats.bound += 1
+        self.written.pop(b.pod, None)
+        if self.metrics is not None:
+            self.metrics.pod_bound(ref.namespace, ref.name, self.cache.pods.get(b.pod), b)
+
+    # -- eviction ----------------------------------------------------------------------------
+    async def _evict_set(self, victims: list[Evict], stats: ApplyStats, sem: asyncio.Semaphore) -> None:
+        """Evict a victim set in order; the first refusal stops the set (the preemptor waits)."""
+        for v in victims:
+            ref = self.cache.refs.get(v.pod)
+            if ref is None or v.pod in self.evicting:
+                continue
+            async with sem:
+                try:
+                    await self.client.evict(ref.namespace, ref.name, v.pod)
+                except ApiError as e:
+                    if e.code == 404:
+                        continue
+                    stats.evict_refused += 1
+                    logger.info("eviction of %s/%s refused (%s); victim set of %s abandoned",
+                                ref.namespace, ref.name, e, v.preemptor or v.action)
+                    await self._event_quietly("Pod", ref.namespace, ref.name, v.pod, "EvictionRefused",
+                                              f"{v.action}: eviction refused: {e.message}", warning=True)
+                    return
+                except Exception as e:
+                    logger.warning("eviction of %s/%s failed: %r", ref.namespace, ref.name, e)
+                    return
+            self.evicting.add(v.pod)
+            stats.evicted += 1
+            if self.metrics is not None:
+                self.metrics.pod_evicted(v.action)
+            await self._event_quietly("Pod", ref.namespace, ref.name, v.pod, "Evicted",
+                                      f"{v.action}: {v.reason}", warning=False)
+
+    # -- explanations ------------------------------------------------------------------------
+    async def _explain(self, explanations: dict[str, GangExplanation], stats: ApplyStats,
+                       sem: asyncio.Semaphore, budget: list[int]) -> None:
+        writes: list[tuple[str, Callable[[], Awaitable[None]]]] = []
+        for job, ex in explanations.items():
+            message = "; ".join(dict.fromkeys(ex.messages)) or ", ".join(ex.reasons)
+            text = f"{', '.join(ex.reasons)}: {message}"
+            if not job.startswith("pod:") and job in self.cache.podgroups and self.written.get(job) != text:
+                self.written[job] = text
+                writes.append((job, lambda j=job, e=ex, t=message: self._podgroup_condition(j, e, t)))
+            for ref in self.cache.pending_pods_of(job):
+                if self.written.get(ref.uid) == text:
+                    continue
+                self.written[ref.uid] = text
+                writes.append((ref.uid,
+                               lambda r=ref, t=message: self._pod_unschedulable(r.namespace, r.name, r.uid, t)))
+        await self._run_budgeted(writes, stats, sem, budget)
+
+    async def _run_budgeted(self, writes: list[tuple[str, Callable[[], Awaitable[None]]]], stats: ApplyStats,
+                            sem: asyncio.Semaphore, budget: list[int]) -> None:
+        """Run at most budget[0] writes; the rest are un-marked so a later cycle writes them."""
+        todo, rest = writes[:max(budget[0], 0)], writes[max(budget[0], 0):]
+        budget[0] -= len(todo)
+        for key, _ in rest:
+            self.written.pop(key, None)
+
+        async def one(w: Callable[[], Awaitable[None]]) -> None:
+            async with sem:
+                await w()
+
+        await asyncio.gather(*(one(w) for _, w in todo))
+        stats.writes += len(todo)
+
+    async def _pod_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
+        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                "lastTransitionTime": rfc3339()}
+        try:
+            await self.client.patch(PODS, name, {"status": {"conditions": [cond]}}, namespace, sub="status",
+                                    strategic=True)
+        except ApiError as e:
+            if e.code != 404:
+                logger.warning("PodScheduled condition on %s/%s: %s", namespace, name, e)
+            return
+        await self._event_quietly("Pod", namespace, name, uid, "FailedScheduling", message, warning=True)
+
+    async def _podgroup_condition(self, key: str, ex: GangExplanation, message: str) -> None:
+        ns, name = key.split("/", 1)
+        cond = {"type": "UnschedulableOnNodePool", "nodePool": "default", "transitionID": rfc3339(),
+                "lastTransitionTime": rfc3339(), "status": "True", "reason": ex.reasons[0] if ex.reasons else "",
+                "message": message,
+                "reasons": [{"reason": r, "message": message} for r in ex.reasons]}
+        try:
+            await self.client.patch(PODGROUPS, name, {"status": {"schedulingConditions": [cond]}}, ns,
+                                    sub="status")
+        except ApiError as e:
+            if e.code != 404:
+                logger.warning("PodGroup %s condition: %s", key, e)
+
+    async def _podgroup_times(self, d: Decisions, sem: asyncio.Semaphore) -> None:
+        patches: dict[str, dict[str, str | None]] = defaultdict(dict)
+        for job, ts in d.last_start_times.items():
+            patches[job][LAST_START_ANNOTATION] = rfc3339(ts)
+        for job, ts in d.stale_since.items():
+            patches[job][STALE_ANNOTATION] = rfc3339(ts) if ts is not None else None
+
+        async def one(key: str, anns: dict[str, str | None]) -> None:
+            ns, name = key.split("/", 1)
+            async with sem:
+                try:
+                    await self.client.patch(PODGROUPS, name, {"metadata": {"annotations": anns}}, ns)
+                except ApiError as e:
+                    logger.debug("PodGroup %s annotations: %s", key, e)
+
+        await asyncio.gather(*(one(k, a) for k, a in patches.items() if k in self.cache.podgroups))
+
+    # -- invalid objects ---------------------------------------------------------------------
+    async def _report_problems(self, stats: ApplyStats, sem: asyncio.Semaphore, budget: list[int]) -> None:
+        writes: list[tuple[str, Callable[[], Awaitable[None]]]] = []
+        for key, p in list(self.cache.problems.items()):
+            wkey = f"problem:{key[0]}:{key[1]}"
+            if self.written.get(wkey) == p.message:
+                continue
+            self.written[wkey] = p.message
+            writes.append((wkey, lambda p=p: self._report(p)))
+        await self._run_budgeted(writes, stats, sem, budget)
+
+    async def _report(self, p: Problem) -> None:
+        message = f"{p.kind} {p.name} is invalid and is not scheduled: {p.message}"
+        if p.kind == "Pod":
+            await self._pod_unschedulable(p.namespace, p.name, p.uid, message)
+            return
+        if p.kind == "Queue":
+            cond = {"type": "Valid", "status": "False", "reason": "InvalidSpec", "message": message,
+                    "lastTransitionTime": rfc3339()}
+            try:
+                await self.client.patch(QUEUES, p.name, {"status": {"conditions": [cond]}}, sub="status")
+            except ApiError as e:
+                logger.warning("Queue %s condition: %s", p.name, e)
+        await self._event_quietly(p.kind, p.namespace, p.name, p.uid, "InvalidSpec", message, warning=True)
+
+    async def _event_quietly(self, kind: str, namespace: str, name: str, uid: str, reason: str, message: str,
+                             *, warning: bool) -> None:
+        """Record a core/v1 Event; failures are logged, never raised (events are best effort)."""
+        ns = namespace or "default"
+        now = rfc3339()
+        api = {"Pod": "v1", "Queue": "scheduling.run.ai/v2", "PodGroup": "scheduling.run.ai/v2alpha2",
+               "Topology": "kai.scheduler/v1alpha1"}.get(kind, "v1")
+        ev = {"metadata": {"generateName": f"{name}.", "namespace": ns},
+              "involvedObject": {"kind": kind, "namespace": namespace or None, "name": name, "uid": uid or None,
+                                 "apiVersion": api},
+              "reason": reason, "message": message[:1000], "type": "Warning" if warning else "Normal",
+              "source": {"component": self.scheduler_name}, "reportingComponent": self.scheduler_name,
+              "reportingInstance": self.scheduler_name,
+              "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+        try:
+            await self.client.create(EVENTS, ev, ns)
+        except Exception as e:
+            logger.debug("event %s on %s/%s: %r", reason, namespace, name, e)
+
+
+def _sharing_patch(b: Bind) -> dict[str, object]:
+    """KAI-style GPU sharing record: group label(s), received type and portion annotations."""
+    labels: dict[str, str | None] = {GPU_GROUP_LABEL: b.gpu_groups[0]}
+    if len(b.gpu_groups) > 1:
+        labels.update({f"{GPU_GROUP_LABEL}/{g}": g for g in b.gpu_groups})
+    return {"metadata": {"labels": labels, "annotations": {
+        RECEIVED_TYPE_ANNOTATION: b.resource_type,
+        GPU_PORTION_ANNOTATION: f"{b.gpu_portion_milli / 1000:.2f}",
+        GPU_GROUPS_ANNOTATION: ",".join(b.gpu_groups),
+    }}}
+
+
+def _victim_sets(evictions: list[Evict]) -> list[list[Evict]]:
+    sets: dict[tuple[str, str], list[Evict]] = defaultdict(list)
+    for e in evictions:
+        sets[(e.action, e.preemptor or e.job)].append(e)
+    return list(sets.values())

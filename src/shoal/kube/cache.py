@@ -1,0 +1,348 @@
+"""The scheduler's cache: informer events in, model objects kept current, `ClusterSnapshot` out.
+
+Each event converts only the object that changed, so a cycle's snapshot costs list copies, not
+re-decoding every running pod. Pod group ids in the snapshot are `namespace/name` keys (explicit
+PodGroups) or `pod:<uid>` (a pod naming no PodGroup: its own gang of one), so pods can point at
+their gang before the PodGroup object arrives.
+
+Pods of other schedulers that sit on a node are kept as Running pods of one synthetic,
+non-preemptible job in no queue: the session then counts them in node usage (idle is right), no
+action ever takes them as victims, and `other_used` also subtracts them from the queue totals.
+
+Binds in flight are *assumed*: the pod is Binding on its node in every snapshot until the watch
+shows it bound (or the assumption is forgotten after a failed bind or a timeout), so two cycles
+never promise the same GPU twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from shoal.kube.convert import (
+    JSON,
+    PODGROUP_ANNOTATION,
+    ConvertError,
+    implicit_podgroup,
+    implicit_uid,
+    meta,
+    node_from,
+    pod_from,
+    pod_requests,
+    podgroup_from,
+    queue_from,
+    topology_from,
+)
+from shoal.model.node import Node
+from shoal.model.pod import GpuRequest, Pod
+from shoal.model.podgroup import PodGroup
+from shoal.model.queue import Queue
+from shoal.model.resources import GPU
+from shoal.model.snapshot import ClusterSnapshot
+from shoal.model.status import PodStatus
+from shoal.model.topology import Topology
+
+logger = logging.getLogger(__name__)
+
+OTHER_JOB = "~other-schedulers"
+ASSUME_TTL = 30.0
+
+
+@dataclass(slots=True)
+class PodRef:
+    """How the applier addresses a pod and what it last wrote on it."""
+
+    uid: str
+    namespace: str
+    name: str
+    job: str
+    pending: bool
+    scheduled_condition: tuple[str, str] | None = None  # (status, reason) of PodScheduled
+
+
+@dataclass(slots=True)
+class Problem:
+    """An object the scheduler refused: where it is and why (reported once per message)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    message: str
+
+
+@dataclass(slots=True)
+class ClusterCache:
+    scheduler_name: str
+    clock: Callable[[], float]
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    refs: dict[str, PodRef] = field(default_factory=dict)
+    other: dict[str, Pod] = field(default_factory=dict)
+    podgroups: dict[str, PodGroup] = field(default_factory=dict)
+    podgroup_objs: dict[str, JSON] = field(default_factory=dict)
+    implicit: dict[str, PodGroup] = field(default_factory=dict)
+    queues: dict[str, Queue] = field(default_factory=dict)
+    queue_objs: dict[str, JSON] = field(default_factory=dict)
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    priorities: dict[str, int] = field(default_factory=dict)
+    global_default: int | None = None
+    problems: dict[tuple[str, str], Problem] = field(default_factory=dict)
+    assumed: dict[str, tuple[Pod, float]] = field(default_factory=dict)
+    pods_by_job: dict[str, set[str]] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    generation: int = 0
+
+    # -- informer handlers -------------------------------------------------------------------
+    def on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        m = meta(obj)
+        uid = str(m.get("uid"))
+        if kind == "DELETED" or new is None:
+            self._drop_pod(uid)
+            self._touch()
+            return
+        spec = new.get("spec") or {}
+        if spec.get("schedulerName") != self.scheduler_name:
+            self._set_other(uid, new)
+            return
+        self._set_ours(uid, new)
+
+    def _set_ours(self, uid: str, obj: JSON) -> None:
+        m = meta(obj)
+        ns, name = str(m.get("namespace", "")), str(m.get("name"))
+        pg_name = (m.get("annotations") or {}).get(PODGROUP_ANNOTATION)
+        job = f"{ns}/{pg_name}" if pg_name else implicit_uid(uid)
+        prev = self.pods.get(uid)
+        try:
+            pod = pod_from(obj, job)
+        except ConvertError as e:
+            self._drop_pod(uid)
+            self.problems[("Pod", uid)] = Problem("Pod", ns, name, uid, str(e))
+            self._touch()
+            return
+        self.problems.pop(("Pod", uid), None)
+        if not pg_name:
+            try:
+                self.implicit[job] = implicit_podgroup(obj, self.priorities, self.global_default)
+            except ConvertError as e:
+                self.problems[("Pod", uid)] = Problem("Pod", ns, name, uid, str(e))
+                self._drop_pod(uid)
+                self._touch()
+                return
+        if prev is not None and prev.job != job:
+            self._unindex(uid, prev.job)
+        self.pods[uid] = pod
+        self.pods_by_job.setdefault(job, set()).add(uid)
+        ref = self.refs.get(uid)
+        pending = pod.status == PodStatus.PENDING
+        if ref is None:
+            self.refs[uid] = PodRef(uid, ns, name, job, pending, _scheduled_condition(obj))
+        else:
+            ref.job, ref.pending, ref.scheduled_condition = job, pending, _scheduled_condition(obj)
+        if pod.node is not None or pod.status != PodStatus.PENDING:
+            self.assumed.pop(uid, None)
+        # Relevant to the next cycle: new demand, or capacity freed / taken.
+        if prev is None or prev.status != pod.status or prev.node != pod.node:
+            self._touch()
+
+    def _set_other(self, uid: str, obj: JSON) -> None:
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            if self.other.pop(uid, None) is not None:
+                self._touch()
+            return
+        if uid in self.other:
+            return  # requests of a bound pod do not change
+        try:
+            req = pod_requests(spec)
+        except ConvertError:
+            req = {}
+        m = meta(obj)
+        self.other[uid] = Pod(
+            uid=uid, name=str(m.get("name")), namespace=str(m.get("namespace", "")), job=OTHER_JOB,
+            status=PodStatus.RUNNING, cpu_milli=req.get("cpu", 0), memory=req.get("memory", 0),
+            gpu=GpuRequest(whole=req.get(GPU, 0)),
+            extended={k: v for k, v in req.items()
+                      if k not in ("cpu", "memory", "pods", GPU) and not k.startswith(("ephemeral", "hugepages"))},
+            node=spec["nodeName"], best_effort=False)
+        self._touch()
+
+    def _drop_pod(self, uid: str) -> None:
+        pod = self.pods.pop(uid, None)
+        self.other.pop(uid, None)
+        self.refs.pop(uid, None)
+        self.assumed.pop(uid, None)
+        self.problems.pop(("Pod", uid), None)
+        if pod is not None:
+            self._unindex(uid, pod.job)
+
+    def _unindex(self, uid: str, job: str) -> None:
+        members = self.pods_by_job.get(job)
+        if members is not None:
+            members.discard(uid)
+            if not members:
+                del self.pods_by_job[job]
+                self.implicit.pop(job, None)
+
+    def on_node(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            node = node_from(new)
+            prev = self.nodes.get(name)
+            self.nodes[name] = node
+            if prev is not None and (prev.allocatable, prev.ready, prev.unschedulable, prev.labels,
+                                     prev.taints) == (node.allocatable, node.ready, node.unschedulable,
+                                                      node.labels, node.taints):
+                return  # heartbeats do not change scheduling
+        self._touch()
+
+    def on_queue(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.queues.pop(name, None)
+            self.queue_objs.pop(name, None)
+            self.problems.pop(("Queue", name), None)
+        else:
+            self.queue_objs[name] = new
+            if (old or {}).get("spec") == new.get("spec") and name in self.queues:
+                return  # a status write (ours) changes nothing
+            try:
+                self.queues[name] = queue_from(new)
+                self.problems.pop(("Queue", name), None)
+            except ConvertError as e:
+                self.queues.pop(name, None)
+                self.problems[("Queue", name)] = Problem("Queue", "", name, str(meta(new).get("uid")), str(e))
+        self._touch()
+
+    def on_podgroup(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        m = meta(obj)
+        key = f"{m.get('namespace')}/{m.get('name')}"
+        if new is None or kind == "DELETED":
+            self.podgroups.pop(key, None)
+            self.podgroup_objs.pop(key, None)
+            self.problems.pop(("PodGroup", key), None)
+        else:
+            self.podgroup_objs[key] = new
+            if (old or {}).get("spec") == new.get("spec") and key in self.podgroups and \
+                    (meta(old or {}).get("annotations") == m.get("annotations")):
+                return
+            self._convert_podgroup(key, new)
+        self._touch()
+
+    def _convert_podgroup(self, key: str, obj: JSON) -> None:
+        m = meta(obj)
+        try:
+            pg = podgroup_from(obj, self.priorities, self.global_default)
+            self.problems.pop(("PodGroup", key), None)
+        except ConvertError as e:
+            # Kept as an invalid gang: the core then explains it on every one of its pods.
+            pg = PodGroup(uid=key, name=str(m.get("name")), namespace=str(m.get("namespace", "")),
+                          queue=str((obj.get("spec") or {}).get("queue") or ""), priority=0,
+                          preemptible=True, creation=0.0, invalid_reasons=[str(e)])
+            self.problems[("PodGroup", key)] = Problem("PodGroup", pg.namespace, pg.name,
+                                                       str(m.get("uid")), str(e))
+        pg.uid = key
+        self.podgroups[key] = pg
+
+    def on_topology(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.topologies.pop(name, None)
+        else:
+            try:
+                self.topologies[name] = topology_from(new)
+            except ConvertError as e:
+                self.topologies.pop(name, None)
+                self.problems[("Topology", name)] = Problem("Topology", "", name, "", str(e))
+        self._touch()
+
+    def on_priority_class(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.priorities.pop(name, None)
+        else:
+            self.priorities[name] = int(new.get("value", 0))
+        if new is not None and new.get("globalDefault"):
+            self.global_default = int(new.get("value", 0))
+        # Priorities feed every gang's order: re-derive them (rare event).
+        for key, pg_obj in self.podgroup_objs.items():
+            self._convert_podgroup(key, pg_obj)
+        self._touch()
+
+    def _touch(self) -> None:
+        self.generation += 1
+        self.changed.set()
+
+    # -- binds in flight ---------------------------------------------------------------------
+    def assume(self, uid: str, node: str, groups: tuple[str, ...]) -> None:
+        """Treat `uid` as Binding on `node` until the watch confirms it or `forget` is called."""
+        pod = self.pods.get(uid)
+        if pod is None:
+            return
+        bound = dataclasses.replace(pod, status=PodStatus.BINDING, node=node, gpu_groups=list(groups))
+        self.assumed[uid] = (bound, self.clock() + ASSUME_TTL)
+
+    def forget(self, uid: str) -> None:
+        if self.assumed.pop(uid, None) is not None:
+            self._touch()
+
+    # -- snapshot ----------------------------------------------------------------------------
+    def snapshot(self) -> ClusterSnapshot:
+        """The cluster as the next cycle sees it (model objects are shared, never mutated here)."""
+        now = self.clock()
+        for uid, (_, deadline) in list(self.assumed.items()):
+            if deadline < now:
+                del self.assumed[uid]
+        pods = [self.assumed[uid][0] if uid in self.assumed else p for uid, p in self.pods.items()]
+        podgroups = list(self.podgroups.values()) + list(self.implicit.values())
+        other_used: dict[str, dict[str, int]] = {}
+        if self.other:
+            pods.extend(self.other.values())
+            podgroups.append(PodGroup(uid=OTHER_JOB, name=OTHER_JOB, namespace="", queue="", priority=1 << 30,
+                                      preemptible=False, creation=0.0, min_member=1))
+            for p in self.other.values():
+                used = other_used.setdefault(p.node or "", {})
+                used["cpu"] = used.get("cpu", 0) + p.cpu_milli
+                used["memory"] = used.get("memory", 0) + p.memory
+                if p.gpu.whole:
+                    used[GPU] = used.get(GPU, 0) + p.gpu.whole
+                for k, v in p.extended.items():
+                    used[k] = used.get(k, 0) + v
+        return ClusterSnapshot(now=now, nodes=list(self.nodes.values()), pods=pods, podgroups=podgroups,
+                               queues=list(self.queues.values()), topologies=list(self.topologies.values()),
+                               other_used=other_used)
+
+    def pending_pods_of(self, job: str) -> list[PodRef]:
+        refs = (self.refs.get(uid) for uid in self.pods_by_job.get(job, ()))
+        return [r for r in refs if r is not None and r.pending and r.uid not in self.assumed]
+
+
+def _scheduled_condition(obj: JSON) -> tuple[str, str] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled":
+            return str(c.get("status")), str(c.get("reason", ""))
+    return None

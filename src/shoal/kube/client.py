@@ -1,0 +1,161 @@
+"""The one module that talks HTTP to the API server (and the only one importing lightkube).
+
+lightkube reads the kubeconfig (TLS, tokens, exec plugins) and builds the HTTP client; shoal then
+works with plain JSON dicts, so `convert.py` and the cache are testable without a cluster and pay
+no typed-model cost. Every call raises `ApiError` (status code + message) on a non-2xx answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2 as httpx
+from lightkube import KubeConfig
+from lightkube.config.client_adapter import AsyncClient, ConnectionParams
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer: `code` is the HTTP status, `reason` the Status reason (e.g. `Expired`)."""
+
+    def __init__(self, code: int, message: str, reason: str = "") -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """Where a kind lives: API prefix (`/api/v1`, `/apis/group/version`) and plural."""
+
+    prefix: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        p = self.prefix
+        if self.namespaced and namespace:
+            p += f"/namespaces/{namespace}"
+        p += f"/{self.plural}"
+        if name:
+            p += f"/{name}"
+        if sub:
+            p += f"/{sub}"
+        return p
+
+
+PODS = Resource("/api/v1", "pods", True)
+NODES = Resource("/api/v1", "nodes", False)
+EVENTS = Resource("/api/v1", "events", True)
+PRIORITY_CLASSES = Resource("/apis/scheduling.k8s.io/v1", "priorityclasses", False)
+LEASES = Resource("/apis/coordination.k8s.io/v1", "leases", True)
+QUEUES = Resource("/apis/scheduling.run.ai/v2", "queues", False)
+PODGROUPS = Resource("/apis/scheduling.run.ai/v2alpha2", "podgroups", True)
+TOPOLOGIES = Resource("/apis/kai.scheduler/v1alpha1", "topologies", False)
+CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False)
+
+
+class KubeClient:
+    """Thin async JSON client over lightkube's configured HTTP client."""
+
+    def __init__(self, kubeconfig: str | None = None, *, timeout: float = 30.0) -> None:
+        if kubeconfig:
+            config = KubeConfig.from_file(kubeconfig).get()
+        else:
+            config = KubeConfig.from_env().get()
+        params = ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False)
+        self._http: httpx.AsyncClient = AsyncClient(config, params)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None,
+                      content_type: str = "application/json") -> JSON:
+        """Send one request; return the decoded JSON body (`{}` if empty). Non-2xx raises ApiError."""
+        content = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": content_type} if content is not None else None
+        resp = await self._http.request(method, path, content=content, params=params, headers=headers)
+        if resp.status_code >= 300:
+            raise _api_error(resp.status_code, resp.content)
+        return json.loads(resp.content) if resp.content else {}
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> JSON:
+        return await self.request("GET", res.path(namespace, name))
+
+    async def create(self, res: Resource, obj: JSON, namespace: str | None = None) -> JSON:
+        return await self.request("POST", res.path(namespace), body=obj)
+
+    async def replace(self, res: Resource, obj: JSON, namespace: str | None = None) -> JSON:
+        name = obj["metadata"]["name"]
+        return await self.request("PUT", res.path(namespace, name), body=obj)
+
+    async def patch(self, res: Resource, name: str, patch: JSON, namespace: str | None = None, *,
+                    sub: str | None = None, strategic: bool = False) -> JSON:
+        ctype = STRATEGIC_PATCH if strategic else MERGE_PATCH
+        return await self.request("PATCH", res.path(namespace, name, sub), body=patch, content_type=ctype)
+
+    async def list_page(self, res: Resource, *, limit: int = 500, cont: str | None = None) -> JSON:
+        params: dict[str, Any] = {"limit": limit}
+        if cont:
+            params["continue"] = cont
+        return await self.request("GET", res.path(), params=params)
+
+    async def watch(self, res: Resource, resource_version: str, *,
+                    timeout_seconds: int = 300) -> AsyncIterator[JSON]:
+        """Watch events from `resource_version` with bookmarks; yields raw `{type, object}` dicts.
+
+        Ends when the server closes the stream (timeout). An `ERROR` event is yielded as is
+        (a 410 arrives that way), the caller decides to re-list.
+        """
+        params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
+                  "timeoutSeconds": str(timeout_seconds)}
+        timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0)
+        req = self._http.build_request("GET", res.path(), params=params, timeout=timeout)
+        resp = await self._http.send(req, stream=True)
+        try:
+            if resp.status_code >= 300:
+                raise _api_error(resp.status_code, await resp.aread())
+            async for line in resp.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            await resp.aclose()
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST pods/binding. The 201 answer is a Status, not a Binding: it is not decoded as one."""
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        await self.request("POST", PODS.path(namespace, name, "binding"), body=body)
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        """POST pods/eviction (policy/v1). A PDB refusal raises ApiError with code 429."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}}}
+        await self.request("POST", PODS.path(namespace, name, "eviction"), body=body)
+
+
+def _api_error(code: int, content: bytes) -> ApiError:
+    try:
+        status = json.loads(content)
+        return ApiError(code, str(status.get("message", "")), str(status.get("reason", "")))
+    except (ValueError, AttributeError):
+        return ApiError(code, content[:500].decode(errors="replace"))
+
+
+def load_yaml_documents(text: str) -> list[JSON]:
+    """Every non-empty YAML document of a manifest (for `shoal install-crds`)."""
+    import yaml
+
+    return [d for d in yaml.safe_load_all(text) if d]

@@ -1,0 +1,208 @@
+"""The scheduler service: informers -> cache -> a cycle every period or on change -> applier.
+
+Contract: `SchedulerService.run()` runs until cancelled. It schedules only while it holds the
+leader lease (when leader election is on), only after every informer has listed once, and only
+pods whose `spec.schedulerName` is its own. A cycle runs at most every `min_gap` seconds and at
+least every `period` seconds; any relevant cache change wakes it early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from shoal.cycle import run_cycle
+from shoal.framework.config import SchedulerConfig
+from shoal.framework.session import Session
+from shoal.kube.applier import Applier
+from shoal.kube.cache import ClusterCache
+from shoal.kube.client import (
+    JSON,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TOPOLOGIES,
+    ApiError,
+    KubeClient,
+)
+from shoal.kube.convert import meta
+from shoal.kube.informer import Informer
+from shoal.kube.leader import LeaderElector
+from shoal.kube.metrics import SchedulerMetrics, serve_http
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServiceOptions:
+    scheduler_name: str = "shoal"
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    period: float = 1.0
+    min_gap: float = 0.05
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    leader_elect: bool = True
+    lease_name: str = ""
+    lease_namespace: str = "shoal-system"
+    identity: str = ""
+    lease_seconds: float = 10.0
+    renew_seconds: float = 2.0
+    queue_status_seconds: float = 5.0
+
+
+class SchedulerService:
+    def __init__(self, client: KubeClient, options: ServiceOptions) -> None:
+        self.client = client
+        self.opts = options
+        self.metrics = SchedulerMetrics()
+        self.cache = ClusterCache(options.scheduler_name, time.time)
+        self.applier = Applier(client, self.cache, options.scheduler_name, self.metrics)
+        self.informers = [
+            Informer(client, PRIORITY_CLASSES, self.cache.on_priority_class),
+            Informer(client, QUEUES, self.cache.on_queue),
+            Informer(client, TOPOLOGIES, self.cache.on_topology),
+            Informer(client, NODES, self.cache.on_node),
+            Informer(client, PODGROUPS, self.cache.on_podgroup),
+            Informer(client, PODS, self._on_pod),
+        ]
+        identity = options.identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.elector = LeaderElector(client, options.lease_name or options.scheduler_name, options.lease_namespace,
+                                     identity, lease_seconds=options.lease_seconds,
+                                     renew_seconds=options.renew_seconds,
+                                     on_change=lambda v: self.metrics.leader.set(1 if v else 0))
+        self.ready = False
+        self.cycles = 0
+        self._queue_status: dict[str, JSON] = {}
+        self._queue_status_at = 0.0
+
+    def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        self.cache.on_pod(kind, old, new)
+        if new is None and old is not None:
+            m = meta(old)
+            self.metrics.pod_gone(str(m.get("namespace")), str(m.get("name")))
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(inf.run(), name=f"informer-{inf.res.plural}") for inf in self.informers]
+        server = None
+        if self.opts.metrics_port is not None:
+            server = await serve_http(self.opts.metrics_port, self.metrics, lambda: self.ready,
+                                      self.opts.metrics_host)
+        try:
+            await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
+            self.ready = True
+            logger.info("caches synced: %d nodes, %d pods of %s", len(self.cache.nodes), len(self.cache.pods),
+                        self.opts.scheduler_name)
+            if self.opts.leader_elect:
+                tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+            else:
+                self.metrics.leader.set(1)
+            await self._loop()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.opts.leader_elect:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(self.elector.release()), 5)
+            if server is not None:
+                server.close()
+
+    def _leading(self) -> bool:
+        return not self.opts.leader_elect or self.elector.is_leader
+
+    async def _loop(self) -> None:
+        last = 0.0
+        while True:
+            if not self._leading():
+                await self.elector.became_leader.wait()
+                # A new leader starts from what the API says, not from what it assumed before.
+                self.cache.assumed.clear()
+                continue
+            gap = self.opts.min_gap - (time.monotonic() - last)
+            if gap > 0:
+                await asyncio.sleep(gap)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.cache.changed.wait(), self.opts.period)
+            self.cache.changed.clear()
+            last = time.monotonic()
+            try:
+                await self.cycle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one bad cycle must not stop the scheduler
+                logger.exception("scheduling cycle failed")
+
+    async def cycle(self) -> None:
+        """One cycle: snapshot, core decisions (in a worker thread), apply, statuses."""
+        snapshot = self.cache.snapshot()
+        t0 = time.perf_counter()
+        result = await asyncio.to_thread(run_cycle, snapshot, self.opts.config)
+        elapsed = time.perf_counter() - t0
+        self.metrics.cycle_latency.observe(elapsed)
+        self.metrics.cycles.inc()
+        self.cycles += 1
+        if not self._leading():
+            return  # lost the lease while deciding: the new leader decides again
+        d = result.decisions
+        t1 = time.perf_counter()
+        stats = await self.applier.apply(d)
+        self.metrics.apply_latency.observe(time.perf_counter() - t1)
+        if d.binds or d.evictions:
+            logger.info("cycle %d: %.0f ms, %d pods, bound %d (failed %d), evicted %d (refused %d), "
+                        "%d gangs pending", self.cycles, elapsed * 1000, len(snapshot.pods), stats.bound,
+                        stats.bind_failed, stats.evicted, stats.evict_refused, len(d.explanations))
+        pending = Counter(ex.queue for ex in d.explanations.values())
+        self.metrics.observe_session(result.session, dict(pending))
+        if time.monotonic() - self._queue_status_at >= self.opts.queue_status_seconds:
+            self._queue_status_at = time.monotonic()
+            await self._write_queue_status(result.session)
+            self._prune()
+
+    async def _write_queue_status(self, ssn: Session) -> None:
+        """Queue status allocated / requested / fairShare, written only when it changed."""
+        for name, q in ssn.queues.items():
+            if name not in self.cache.queue_objs:
+                continue
+            status = {
+                "allocated": _resource_list(q.allocated),
+                "allocatedNonPreemptible": _resource_list(q.allocated_np),
+                "requested": _resource_list(q.request),
+                "fairShare": _resource_list(q.fair_share),
+                "childQueues": sorted(c.name for c in q.children),
+            }
+            if self._queue_status.get(name) == status:
+                continue
+            try:
+                await self.client.patch(QUEUES, name, {"status": status}, sub="status")
+                self._queue_status[name] = status
+            except ApiError as e:
+                logger.warning("Queue %s status: %s", name, e)
+
+    def _prune(self) -> None:
+        """Forget bookkeeping of objects that no longer exist."""
+        live = set(self.cache.refs) | set(self.cache.podgroups)
+        self.applier.written = {k: v for k, v in self.applier.written.items()
+                                if k in live or k.startswith("problem:")}
+        self.applier.evicting &= set(self.cache.refs)
+
+
+def _resource_list(v: object) -> dict[str, str]:
+    """A queue 3-vector (GPU milli, CPU milli, memory bytes) as Kubernetes quantities."""
+    import numpy as np
+
+    arr = np.asarray(v, dtype=float)
+
+    def q(x: float, milli: bool) -> str:
+        if not np.isfinite(x) or x < 0:
+            return "0"
+        return f"{round(x)}m" if milli else str(round(x))
+
+    return {"nvidia.com/gpu": q(arr[0], True), "cpu": q(arr[1], True), "memory": q(arr[2], False)}
