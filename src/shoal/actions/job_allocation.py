@@ -8,14 +8,16 @@ rolls the statement back. Nodes are ranked by the summed plugin scores, ties by 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from shoal.framework.fit import fit_masks
+from shoal.actions.node_choice import best_node, rejection_counts
 from shoal.framework.jobs import Job, PodSet, Task
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 from shoal.model.status import PodStatus
+from shoal.model.topology import TopologyConstraint
 
 
 def pod_set_order(ps: PodSet) -> tuple[int, float, str]:
@@ -26,7 +28,10 @@ def pod_set_order(ps: PodSet) -> tuple[int, float, str]:
 
 
 def should_allocate(task: Task, real: bool) -> bool:
-    return task.status == PodStatus.PENDING or (not real and task.status == PodStatus.RELEASING)
+    """Pending, or (simulations only) virtually evicted in this session: a pod that was already
+    being deleted in the snapshot is never re-placed."""
+    return task.status == PodStatus.PENDING or (
+        not real and task.status == PodStatus.RELEASING and task.pod.status != PodStatus.RELEASING)
 
 
 def tasks_to_allocate(job: Job, real: bool = True) -> list[Task]:
@@ -51,6 +56,8 @@ def tasks_to_allocate(job: Job, real: bool = True) -> list[Task]:
 def allocate_job(ssn: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False,
                  node_mask: np.ndarray | None = None, real: bool = True) -> bool:
     """Try to place the job's next tasks in `stmt`. On False the caller discards the statement."""
+    for hook in ssn.hooks.pre_job_allocation:
+        hook(ssn, job)
     tasks = tasks_to_allocate(job, real)
     if not tasks:
         return False
@@ -60,34 +67,121 @@ def allocate_job(ssn: Session, stmt: Statement, job: Job, *, pipeline_only: bool
             if not pipeline_only:
                 _add_reason(job, msg.split(":", 1)[0], msg)
             return False
-    wanted = {t.uid for t in tasks}
-    for ps in _pod_sets_in_tree_order(job):
-        for task in ps.tasks:
-            if task.uid in wanted and not allocate_task(ssn, stmt, task, pipeline_only, node_mask):
-                _gang_error(job, tasks, task)
-                return False
+    mask = np.ones(len(ssn.nodes), dtype=bool) if node_mask is None else node_mask
+    return _alloc_set(_Walk(ssn, stmt, job, tasks, pipeline_only), subgroup_tree(job), tasks, mask)
+
+
+@dataclass(slots=True)
+class SubGroup:
+    """An inner node of a job's pod-set tree (the root is named ""): child groups and pod sets."""
+
+    name: str
+    topology: TopologyConstraint | None
+    children: list[SubGroup] = field(default_factory=list)
+    pod_sets: list[PodSet] = field(default_factory=list)
+
+    def all_pod_sets(self) -> list[PodSet]:
+        out = list(self.pod_sets)
+        for c in self.children:
+            out.extend(c.all_pod_sets())
+        return out
+
+
+def subgroup_tree(job: Job) -> SubGroup:
+    """The job's tree: root (job topology) -> sub-group sets (by parent) -> pod sets (leaves).
+    A pod set or group naming an unknown parent hangs under the root."""
+    root = SubGroup("", job.pg.topology)
+    groups = {sg.name: SubGroup(sg.name, sg.topology) for sg in job.pg.sub_group_sets}
+    for sg in job.pg.sub_group_sets:
+        parent = groups.get(sg.parent, root) if sg.parent != sg.name else root
+        parent.children.append(groups[sg.name])
+    for ps in job.pod_sets.values():
+        groups.get(ps.spec.parent, root).pod_sets.append(ps)
+    return root
+
+
+@dataclass(slots=True)
+class _Walk:
+    """One allocation attempt of a job (the arguments every level of the tree walk shares)."""
+
+    ssn: Session
+    stmt: Statement
+    job: Job
+    tasks: list[Task]
+    pipeline_only: bool
+
+
+def _node_sets(w: _Walk, name: str, constraint: TopologyConstraint | None, pod_sets: list[PodSet],
+               tasks: list[Task], mask: np.ndarray) -> list[np.ndarray]:
+    """KAI's SubsetNodes: every registered splitter refines every node set of the previous one."""
+    sets = [mask]
+    for fn in w.ssn.hooks.node_sets:
+        sets = [s for m in sets for s in fn(w.ssn, w.job, name, constraint, pod_sets, tasks, m)]
+    return sets
+
+
+def _alloc_set(w: _Walk, group: SubGroup, tasks: list[Task], mask: np.ndarray) -> bool:
+    """allocSet (kai-spec §3.8): for each node set of the group, child groups (by name) then pod
+    sets (pod-set order) must all be placed inside it; otherwise roll back and try the next."""
+    for node_set in _node_sets(w, group.name, group.topology, group.all_pod_sets(), tasks, mask):
+        cp = w.stmt.checkpoint()
+        if _alloc_set_on(w, group, tasks, node_set):
+            return True
+        w.stmt.rollback(cp)
+    return False
+
+
+def _alloc_set_on(w: _Walk, group: SubGroup, tasks: list[Task], node_set: np.ndarray) -> bool:
+    for child in sorted(group.children, key=lambda c: c.name):
+        members = {id(ps) for ps in child.all_pod_sets()}
+        if not _alloc_set(w, child, [t for t in tasks if id(t.pod_set) in members], node_set):
+            return False
+    for ps in sorted(group.pod_sets, key=pod_set_order):
+        if not _alloc_pod_set(w, ps, [t for t in tasks if t.pod_set is ps], node_set):
+            return False
     return True
 
 
-def _pod_sets_in_tree_order(job: Job) -> list[PodSet]:
-    """Child sub-group sets (by name, recursively) before the pod sets of a level (pod-set order)."""
-    by_parent: dict[str, list[PodSet]] = {}
-    for ps in job.pod_sets.values():
-        by_parent.setdefault(ps.spec.parent, []).append(ps)
-    children: dict[str, list[str]] = {}
-    for sg in job.pg.sub_group_sets:
-        children.setdefault(sg.parent, []).append(sg.name)
-    out: list[PodSet] = []
+def _alloc_pod_set(w: _Walk, ps: PodSet, tasks: list[Task], mask: np.ndarray) -> bool:
+    """allocPodSet: the pod set's own node sets; all its tasks (task order) in one of them."""
+    for node_set in _node_sets(w, ps.name, ps.spec.topology, [ps], tasks, mask):
+        cp = w.stmt.checkpoint()
+        if all(_alloc_one(w, task, node_set) for task in tasks):
+            return True
+        w.stmt.rollback(cp)
+    return False
 
-    def walk(name: str) -> None:
-        for child in sorted(children.get(name, [])):
-            walk(child)
-        out.extend(sorted(by_parent.get(name, []), key=pod_set_order))
 
-    walk("")
-    seen = {id(ps) for ps in out}
-    out.extend(ps for ps in job.pod_sets.values() if id(ps) not in seen)
-    return out
+def _alloc_one(w: _Walk, task: Task, node_set: np.ndarray) -> bool:
+    mask = None if node_set.all() else node_set
+    for tier in _group_tiers(w.ssn, task, mask):
+        # Group scores rank first: try the best-scored nodes, then the next tier; the errors of
+        # a tier that cannot take the task are dropped (the final attempt explains the failure).
+        n_errors = len(w.job.fit_errors)
+        if allocate_task(w.ssn, w.stmt, task, w.pipeline_only, tier):
+            return True
+        del w.job.fit_errors[n_errors:]
+    if allocate_task(w.ssn, w.stmt, task, w.pipeline_only, mask):
+        return True
+    _gang_error(w.job, w.tasks, task)
+    return False
+
+
+def _group_tiers(ssn: Session, task: Task, mask: np.ndarray | None) -> list[np.ndarray]:
+    """Node masks by descending group score (topology: multiples of 10^4, above every node-local
+    score but nominated node and pod affinity); [] when no group scorer scores this task."""
+    total: np.ndarray | None = None
+    for fn in ssn.hooks.group_scorers:
+        got = fn(ssn, task)
+        if got is not None:
+            total = got if total is None else total + got
+    if total is None:
+        return []
+    base = np.ones(len(ssn.nodes), dtype=bool) if mask is None else mask
+    values = np.unique(total[base])[::-1]
+    if len(values) <= 1:
+        return []
+    return [base & (total == v) for v in values[:-1]]
 
 
 def allocate_task(ssn: Session, stmt: Statement, task: Task, pipeline_only: bool,
@@ -98,37 +192,46 @@ def allocate_task(ssn: Session, stmt: Statement, task: Task, pipeline_only: bool
         if msg:
             _node_errors(task, Counter({msg: len(ssn.nodes)}))
             return False
-    fits_idle, fits_free = fit_masks(ssn, task)
-    mask = fits_free.copy() if node_mask is None else fits_free & node_mask
-    rejected: Counter[str] = Counter()
-    if node_mask is not None:
-        rejected["outside the allowed node set"] = int((~node_mask).sum())
-    rejected["insufficient resources"] = int((~fits_free & (node_mask if node_mask is not None else True)).sum())
-    for pred in ssn.hooks.predicates:
-        if not mask.any():
-            break
-        res = pred(ssn, task)
-        if res is None:
-            continue
-        ok, reason = res
-        newly = mask & ~ok
-        if newly.any():
-            rejected[reason] += int(newly.sum())
-            mask &= ok
-    if not mask.any():
-        _node_errors(task, rejected)
+    capacity_mask, capacity_reason = _capacity_mask(ssn, task)
+    choice = best_node(ssn, task, node_mask, capacity_mask)
+    if choice is None:
+        _node_errors(task, rejection_counts(ssn, task, node_mask, capacity_mask, capacity_reason))
         return False
-    score = np.zeros(len(ssn.nodes))
-    for scorer in ssn.hooks.node_scorers:
-        score = score + scorer(ssn, task, mask)
-    i = int(np.argmax(np.where(mask, score, -np.inf)))
+    i, fits_idle = choice
     if task.pod.gpu.is_shared:
-        return _allocate_shared(ssn, stmt, task, i, bool(fits_idle[i]), pipeline_only)
-    if fits_idle[i] and not pipeline_only:
+        return _allocate_shared(ssn, stmt, task, i, fits_idle, pipeline_only)
+    if fits_idle and not pipeline_only:
         stmt.allocate(task, i)
     else:
         stmt.pipeline(task, i, update_if_exists=not pipeline_only)
     return True
+
+
+def _capacity_mask(ssn: Session, task: Task) -> tuple[np.ndarray | None, str]:
+    """The queue-capacity predicate (KAI's IsTaskAllocationOnNodeOverCapacity), when enabled.
+
+    It depends on queue state, not on nodes, so it is evaluated per task and never cached; a
+    GPU-memory task's quota depends on the node's device memory, so it is checked per memory size.
+    """
+    if not ssn.hooks.extra.get("per_task_capacity") or not ssn.hooks.task_capacity:
+        return None, ""
+    n = len(ssn.nodes)
+    if not task.pod.gpu.is_gpu_memory:
+        for check in ssn.hooks.task_capacity:
+            msg = check(ssn, task, 0 if n else -1)
+            if msg:
+                return np.zeros(n, dtype=bool), msg
+        return None, ""
+    mask = np.ones(n, dtype=bool)
+    reason = ""
+    for mem in np.unique(ssn.nodes.gpu_memory).tolist():
+        rows = np.flatnonzero(ssn.nodes.gpu_memory == mem)
+        for check in ssn.hooks.task_capacity:
+            msg = check(ssn, task, int(rows[0]))
+            if msg:
+                mask[rows] = False
+                reason = msg
+    return mask, reason
 
 
 def _allocate_shared(ssn: Session, stmt: Statement, task: Task, i: int, fits_idle: bool,

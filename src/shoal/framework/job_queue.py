@@ -1,5 +1,12 @@
 """Jobs ordered by queue (kai-spec §3.6): pick the best queue at every level of the queue tree,
-then the best job of the chosen leaf. Victim mode reverses both orders (most-over queue first)."""
+then the best job of the chosen leaf. Victim mode reverses both orders (most-over queue first).
+
+Like KAI, each level is a heap of child queues ordered by the queue-order comparator over the
+queues' current state and best jobs. Popping a job takes its leaf and ancestors out of their
+parents' heaps; they go back (re-ordered by their new state) before the next push or pop, so a
+pop costs O(depth x log(queues)) comparisons. Ties the comparator leaves open go to the older
+queue, then the name, so the order is total.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,9 @@ import numpy as np
 
 from shoal.framework.jobs import Job, QueueInfo
 from shoal.framework.session import Session
+from shoal.model.status import ALLOCATED, PodStatus
+
+ROOT = ""
 
 
 class JobsByQueue:
@@ -23,59 +33,102 @@ class JobsByQueue:
         self.depth = depth
         self._seq = 0
         self.leaves: dict[str, list[tuple[tuple[object, ...], int, Job]]] = {}
+        self.heaps: dict[str, list[_QEntry]] = {}
+        self.in_heap: set[str] = set()
         self.popped: dict[str, np.ndarray] = {}
+        self._out: list[QueueInfo] = []
         for job in jobs:
-            self.push(job)
+            self._push_job(job)
+        for name in list(self.leaves):
+            self._attach(self.ssn.queues[name])
 
+    # -- jobs --------------------------------------------------------------------------------
     def _key(self, job: Job) -> tuple[object, ...]:
         key = self.ssn.job_key(job)
         return tuple(_Reverse(k) for k in key) if self.victim else key
 
-    def push(self, job: Job) -> None:
+    def _push_job(self, job: Job) -> bool:
         q = job.queue
         if q is None:
-            return
+            return False
         heap = self.leaves.setdefault(q.name, [])
         self._seq += 1
         heapq.heappush(heap, (self._key(job), self._seq, job))
         if self.depth is not None and len(heap) > self.depth:
             heap.remove(max(heap))
             heapq.heapify(heap)
+        return True
+
+    def push(self, job: Job) -> None:
+        self._restore()
+        if job.queue is None:
+            return
+        self._detach(job.queue)
+        self._push_job(job)
+        self._restore()
 
     def __bool__(self) -> bool:
         return any(self.leaves.values())
 
-    def _best_job(self, q: QueueInfo) -> Job | None:
+    # -- queue heaps -------------------------------------------------------------------------
+    def best_job(self, q: QueueInfo) -> Job | None:
         if q.is_leaf:
             heap = self.leaves.get(q.name)
             return heap[0][2] if heap else None
-        best = self._best_child(q.children)
-        return self._best_job(best) if best is not None else None
+        heap = self.heaps.get(q.name)
+        return self.best_job(heap[0].q) if heap else None
 
-    def _best_child(self, queues: list[QueueInfo]) -> QueueInfo | None:
-        cmp = self.ssn.hooks.queue_order
-        best: QueueInfo | None = None
-        best_job: Job | None = None
-        for q in queues:
-            job = self._best_job(q)
-            if job is None:
+    def _attach(self, q: QueueInfo) -> None:
+        """Insert q (if it has jobs) and its ancestors into their parents' heaps."""
+        node: QueueInfo | None = q
+        while node is not None:
+            if node.name in self.in_heap:
+                return
+            if self.best_job(node) is not None:  # an emptied queue stays out; its parent may not
+                parent = node.parent.name if node.parent is not None else ROOT
+                heapq.heappush(self.heaps.setdefault(parent, []), _QEntry(self, node))
+                self.in_heap.add(node.name)
+            node = node.parent
+
+    def _detach(self, q: QueueInfo) -> None:
+        """Take q and its ancestors out of their parents' heaps (their order may change)."""
+        for node in q.ancestors():
+            if node.name not in self.in_heap:
                 continue
-            if best is None:
-                best, best_job = q, job
-                continue
-            if cmp is None:
-                order = -1 if (q.spec.creation, q.name) < (best.spec.creation, best.name) else 1
+            parent = node.parent.name if node.parent is not None else ROOT
+            heap = self.heaps[parent]
+            if heap[0].q is node:
+                heapq.heappop(heap)
             else:
-                assert best_job is not None
-                order = cmp(q, best, self.request(job), self.request(best_job),
-                            self._victims(q), self._victims(best))
-                if self.victim:
-                    order = -order
-            if order < 0:
-                best, best_job = q, job
-        return best
+                k = next(k for k, e in enumerate(heap) if e.q is node)
+                last = heap.pop()
+                if k < len(heap):
+                    heap[k] = last
+                    heapq._siftup(heap, k)  # type: ignore[attr-defined]  # O(log n) removal
+                    heapq._siftdown(heap, 0, k)  # type: ignore[attr-defined]
+            self.in_heap.discard(node.name)
+        self._out.append(q)
 
-    def _victims(self, q: QueueInfo) -> np.ndarray | None:
+    def _restore(self) -> None:
+        while self._out:
+            self._attach(self._out.pop())
+
+    def pop(self) -> Job | None:
+        """The next job, or None when empty."""
+        self._restore()
+        heap = self.heaps.get(ROOT)
+        if not heap:
+            return None
+        q = heap[0].q
+        while not q.is_leaf:
+            q = self.heaps[q.name][0].q
+        self._detach(q)
+        _key, _seq, job = heapq.heappop(self.leaves[q.name])
+        if self.victim:
+            self.popped[q.name] = self.popped.get(q.name, np.zeros(3)) + job_allocated(job)
+        return job
+
+    def victims_of(self, q: QueueInfo) -> np.ndarray | None:
         if not self.victim:
             return None
         total = np.zeros(3)
@@ -85,18 +138,29 @@ class JobsByQueue:
                 total += vec
         return total
 
-    def pop(self) -> Job | None:
-        """The next job, or None when empty."""
-        tops = [q for q in self.ssn.queues.values() if q.parent is None]
-        q = self._best_child(tops)
-        while q is not None and not q.is_leaf:
-            q = self._best_child(q.children)
-        if q is None:
-            return None
-        _key, _seq, job = heapq.heappop(self.leaves[q.name])
-        if self.victim:
-            self.popped[q.name] = self.popped.get(q.name, np.zeros(3)) + job_allocated(job)
-        return job
+
+class _QEntry:
+    """A queue in its parent's heap; `<` is the session's queue order (reversed in victim mode)."""
+
+    __slots__ = ("jq", "q")
+
+    def __init__(self, jq: JobsByQueue, q: QueueInfo) -> None:
+        self.jq = jq
+        self.q = q
+
+    def __lt__(self, other: _QEntry) -> bool:
+        jq, a, b = self.jq, self.q, other.q
+        cmp = jq.ssn.hooks.queue_order
+        order = 0
+        if cmp is not None:
+            ja, jb = jq.best_job(a), jq.best_job(b)
+            order = cmp(a, b, jq.request(ja) if ja else None, jq.request(jb) if jb else None,
+                        jq.victims_of(a), jq.victims_of(b))
+            if jq.victim:
+                order = -order
+        if order == 0:
+            return (a.spec.creation, a.name) < (b.spec.creation, b.name)
+        return order < 0
 
 
 class _Reverse:
@@ -116,19 +180,26 @@ class _Reverse:
 
 
 def job_request(job: Job) -> np.ndarray:
-    """Resources of the job's pending tasks (what it asks its queue for)."""
-    from shoal.model.status import PodStatus
-
-    total = np.zeros(3)
+    """Resources of the job's pending tasks (what it asks its queue for). Cached per job version."""
+    cached = job.memo.get("request")
+    if cached is not None and cached[0] == job.version:
+        return cached[1]
+    gpu = cpu = mem = 0.0
     for t in job.tasks:
         if t.status == PodStatus.PENDING:
-            total += t.request_quota_vector()
-    return total
+            p = t.pod
+            if p.gpu.is_gpu_memory:
+                gpu += p.gpu.devices * p.gpu.memory_mib / 100 * 1000
+            else:
+                gpu += p.gpu_quota_milli
+            cpu += p.cpu_milli
+            mem += p.memory
+    out = np.array([gpu, cpu, mem])
+    job.memo["request"] = (job.version, out)
+    return out
 
 
 def job_allocated(job: Job) -> np.ndarray:
-    from shoal.model.status import ALLOCATED
-
     total = np.zeros(3)
     for t in job.tasks:
         if t.status & ALLOCATED:

@@ -94,6 +94,10 @@ class Job:
     reasons: list[str] = field(default_factory=list)
     last_start_time: float | None = None
     stale_since: float | None = None
+    #: Bumped whenever a task of the job changes status (invalidates cached per-job values).
+    version: int = 0
+    #: Values derived from the tasks, keyed by name, stored with the `version` they were computed at.
+    memo: dict[str, tuple[int, np.ndarray]] = field(default_factory=dict)
 
     @property
     def uid(self) -> str:

@@ -24,17 +24,35 @@ from shoal.model.queue import Queue
 from shoal.model.resources import BASE_RESOURCES, CPU_COL, GPU_COL, MEM_COL, MILLI, PODS_COL, ResourceSpace
 from shoal.model.snapshot import ClusterSnapshot
 from shoal.model.status import ACTIVE_USED, ALLOCATED, PodStatus
+from shoal.model.topology import TopologyConstraint
 
 logger = logging.getLogger(__name__)
 
-NodeScorer = Callable[["Session", Task, np.ndarray], np.ndarray | float]
+#: A scorer gets the node rows to score (None = all nodes) and returns one score per row.
+NodeScorer = Callable[["Session", Task, np.ndarray | None], np.ndarray | float]
 #: A predicate returns a boolean mask over nodes (True = may place), and the reason when False.
-Predicate = Callable[["Session", Task], tuple[np.ndarray, str] | None]
+#: Predicates are node-local (a node's answer changes only when the node does), so they can be cached.
+Predicate = Callable[["Session", Task, np.ndarray | None], tuple[np.ndarray, str] | None]
 PrePredicate = Callable[["Session", Task], str | None]
 CapacityCheck = Callable[["Session", Job, list[Task]], str | None]
 TaskCapacityCheck = Callable[["Session", Task, int], str | None]
 JobKey = Callable[[Job], tuple[Any, ...]]
 TaskKey = Callable[[Task], tuple[Any, ...]]
+#: KAI's SubsetNodes (kai-spec §3.8, §3.12): (session, job, (sub)group name, its topology constraint,
+#: the pod sets under it, the tasks to place there, the incoming node-set mask) -> the node-set masks
+#: to try, in order. [] = the group cannot be placed (the hook records why on the job).
+NodeSetsFn = Callable[["Session", Job, str, TopologyConstraint | None, list[PodSet], list[Task], np.ndarray],
+                      list[np.ndarray]]
+PreJobAllocation = Callable[["Session", Job], None]
+#: Scores that depend on the job being allocated (topology's preferred-level scores), never cached:
+#: (session, task) -> per-node scores, or None when the task's group has none.
+GroupScorer = Callable[["Session", Task], np.ndarray | None]
+#: May `job` (asking the queue-share vector) start a reclaim at all?
+ReclaimGate = Callable[["Session", Job, np.ndarray], bool]
+#: Victim filter: may `victim` be taken for `preemptor`?
+VictimFilter = Callable[["Session", Job, Job], bool]
+#: Scenario validator: preemptor, victim tasks per victim job uid (after the simulation).
+ScenarioValidator = Callable[["Session", Job, dict[str, list[Task]]], bool]
 
 
 @dataclass(slots=True)
@@ -51,6 +69,16 @@ class Hooks:
     #: Device order for shared GPUs: key(session, node, group, used_mib) -> float, higher first.
     gpu_order: list[Callable[[Session, int, str | None], float]] = field(default_factory=list)
     queue_order: Callable[..., int] | None = None
+    #: Node-set splitters, applied in order to every node set of the previous one.
+    node_sets: list[NodeSetsFn] = field(default_factory=list)
+    #: Called once at the start of every job allocation attempt (topology resets its scores).
+    pre_job_allocation: list[PreJobAllocation] = field(default_factory=list)
+    group_scorers: list[GroupScorer] = field(default_factory=list)
+    can_reclaim: list[ReclaimGate] = field(default_factory=list)
+    reclaim_victim_filters: list[VictimFilter] = field(default_factory=list)
+    preempt_victim_filters: list[VictimFilter] = field(default_factory=list)
+    reclaim_validators: list[ScenarioValidator] = field(default_factory=list)
+    preempt_validators: list[ScenarioValidator] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -230,6 +258,7 @@ class Session:
             task.pod_set.count(task.status, -1)
             task.pod_set.count(status, 1)
             task.status = status
+            task.job.version += 1
 
     def queue_add(self, task: Task, sign: int) -> None:
         """Event handler: the task's share joins (+1) or leaves (-1) its queue and ancestors."""

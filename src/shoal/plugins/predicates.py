@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shoal.framework.fit import Rows
 from shoal.framework.jobs import Task
 from shoal.framework.session import Session
 from shoal.model.node import Node
@@ -18,71 +19,61 @@ from shoal.model.status import ACTIVE_USED
 
 
 def open_predicates(ssn: Session, args: dict[str, str]) -> None:
+    """Register node-local filters (cacheable per node) and the per-task queue capacity check."""
     nodes = ssn.nodes.nodes
     ready = np.array([n.ready and not n.unschedulable for n in nodes], dtype=bool)
     is_mig = np.array([n.is_mig for n in nodes], dtype=bool)
     strategy = np.array([n.mig_strategy for n in nodes])
     synced = np.array([n.gpu_memory_synced for n in nodes], dtype=bool)
+    any_taints = _has_taints(nodes)
     legacy_mig_nodes = np.zeros(len(nodes), dtype=bool)
     for t in ssn.tasks.values():
         if t.pod.legacy_mig and t.node >= 0 and t.status & ACTIVE_USED:
             legacy_mig_nodes[t.node] = True
 
-    def conditions(s: Session, task: Task) -> tuple[np.ndarray, str]:
-        return ready, "node is not ready or unschedulable"
+    def pick(a: np.ndarray, rows: Rows) -> np.ndarray:
+        return a if rows is None else a[rows]
 
-    def pods(s: Session, task: Task) -> tuple[np.ndarray, str]:
-        free = s.nodes.idle[:, PODS_COL] + s.nodes.releasing[:, PODS_COL]
+    def conditions(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str]:
+        return pick(ready, rows), "node is not ready or unschedulable"
+
+    def pods(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str]:
+        sel = slice(None) if rows is None else rows
+        free = s.nodes.idle[sel, PODS_COL] + s.nodes.releasing[sel, PODS_COL]
         return free > 0, "too many pods on the node"
 
-    def resource_type(s: Session, task: Task) -> tuple[np.ndarray, str] | None:
+    def resource_type(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str] | None:
         p = task.pod
         if p.legacy_mig:
-            return np.zeros(len(nodes), dtype=bool), "legacy MIG pods are not scheduled"
+            return np.zeros(len(pick(ready, rows)), dtype=bool), "legacy MIG pods are not scheduled"
         if p.is_cpu_only:
             return None
+        mig, strat = pick(is_mig, rows), pick(strategy, rows)
         if p.mig:
-            ok = is_mig & ~legacy_mig_nodes & (strategy != "single")
-            return ok, "node does not offer the MIG profile"
-        ok = ~is_mig | (strategy == "single")
-        ok = ok & (strategy != "mixed")
+            return mig & ~pick(legacy_mig_nodes, rows) & (strat != "single"), "node does not offer the MIG profile"
+        ok = (~mig | (strat == "single")) & (strat != "mixed")
         return ok, "node's GPUs are MIG-partitioned"
 
-    def gpu_memory_synced(s: Session, task: Task) -> tuple[np.ndarray, str] | None:
+    def gpu_memory_synced(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str] | None:
         if not task.pod.gpu.is_gpu_memory:
             return None
-        return synced, "node's GPU memory is not known yet"
+        return pick(synced, rows), "node's GPU memory is not known yet"
 
-    def selectors(s: Session, task: Task) -> tuple[np.ndarray, str] | None:
+    def selectors(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str] | None:
         p = task.pod
-        if not p.node_selector and not p.node_affinity and not _has_taints(nodes):
+        if not p.node_selector and not p.node_affinity and not any_taints:
             return None
-        ok = np.fromiter((_node_matches(p, n) for n in nodes), dtype=bool, count=len(nodes))
+        idx = range(len(nodes)) if rows is None else rows.tolist()
+        ok = np.fromiter((_node_matches(p, nodes[i]) for i in idx), dtype=bool)
         return ok, "node selector, affinity or taints do not match"
 
-    def pod_affinity(s: Session, task: Task) -> tuple[np.ndarray, str] | None:
+    def pod_affinity(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str] | None:
         if not task.pod.pod_affinity:
             return None
-        return _pod_affinity_mask(s, task), "pod affinity / anti-affinity not satisfied"
+        return pick(_pod_affinity_mask(s, task), rows), "pod affinity / anti-affinity not satisfied"
 
-    def capacity(s: Session, task: Task) -> tuple[np.ndarray, str] | None:
-        if not s.hooks.task_capacity:
-            return None
-        ok = np.ones(len(nodes), dtype=bool)
-        reason = ""
-        for i in range(len(nodes)) if task.pod.gpu.is_gpu_memory else (0,):
-            for check in s.hooks.task_capacity:
-                msg = check(s, task, i)
-                if msg:
-                    if task.pod.gpu.is_gpu_memory:
-                        ok[i] = False
-                    else:
-                        ok[:] = False
-                    reason = msg
-        return ok, reason or "queue capacity"
-
-    ssn.hooks.predicates.extend(
-        [capacity, resource_type, gpu_memory_synced, pods, conditions, selectors, pod_affinity])
+    ssn.hooks.predicates.extend([resource_type, gpu_memory_synced, pods, conditions, selectors, pod_affinity])
+    ssn.hooks.extra["per_task_capacity"] = True
 
 
 def _has_taints(nodes: list[Node]) -> bool:

@@ -7,7 +7,9 @@ import numpy as np
 from shoal.framework.jobs import QUEUE_COLUMNS, Job, QueueInfo, Task
 from shoal.framework.session import Session
 from shoal.model.resources import MILLI
+from shoal.model.status import PodStatus
 from shoal.policy.fairshare import ShareInput, divide
+from shoal.policy.reclaim import QueueState, can_reclaim, reclaimable
 from shoal.policy.queue_order import QueueView, compare
 
 #: Whole unit each resource's over-quota share is floored to (GPU milli -> devices).
@@ -27,18 +29,32 @@ def open_proportion(ssn: Session, args: dict[str, str]) -> None:
         q.usage = np.array([usage.get(r, 0.0) for r in QUEUE_COLUMNS])
     compute_fair_shares(ssn, total, k_value)
 
+    total_t = tuple(total.tolist())
+    # Fair share, quota and allocatable share are fixed for the session: read them once.
+    static = {name: (q.spec.priority, q.spec.creation, tuple(q.fair_share.tolist()), tuple(q.deserved.tolist()),
+                     tuple(q.allocatable_share().tolist())) for name, q in ssn.queues.items()}
+
+    def as_tuple(v: np.ndarray | None) -> tuple[float, ...] | None:
+        return None if v is None else tuple(v.tolist())
+
     def queue_order(l: QueueInfo, r: QueueInfo, l_req: np.ndarray | None, r_req: np.ndarray | None,
                     l_vic: np.ndarray | None = None, r_vic: np.ndarray | None = None) -> int:
-        return compare(view(l), view(r), l_req, r_req, total, l_vic, r_vic)
+        lp, lc, lf, ld, la = static[l.name]
+        rp, rc, rf, rd, ra = static[r.name]
+        lv = QueueView(l.name, lp, lc, tuple(l.allocated.tolist()), lf, ld, la)
+        rv = QueueView(r.name, rp, rc, tuple(r.allocated.tolist()), rf, rd, ra)
+        return compare(lv, rv, as_tuple(l_req), as_tuple(r_req), total_t, as_tuple(l_vic), as_tuple(r_vic))
 
     ssn.hooks.queue_order = queue_order
     ssn.hooks.job_capacity.append(job_over_capacity)
     ssn.hooks.task_capacity.append(task_over_capacity)
+    register_reclaim(ssn, multiplier)
 
 
 def view(q: QueueInfo) -> QueueView:
-    return QueueView(q.name, q.spec.priority, q.spec.creation, q.allocated, q.fair_share, q.deserved,
-                     q.allocatable_share())
+    return QueueView(q.name, q.spec.priority, q.spec.creation, tuple(q.allocated.tolist()),
+                     tuple(q.fair_share.tolist()), tuple(q.deserved.tolist()),
+                     tuple(q.allocatable_share().tolist()))
 
 
 def compute_fair_shares(ssn: Session, total: np.ndarray, k_value: float) -> None:
@@ -106,3 +122,58 @@ def _check(job: Job, req: np.ndarray) -> str | None:
                             f"its {QUEUE_COLUMNS[r]} quota ({_fmt(r, q.allocated_np[r] + req[r])} > "
                             f"{_fmt(r, d)})")
     return None
+
+
+# -- reclaim (kai-spec §4.5) --------------------------------------------------------------------
+def queue_states(ssn: Session) -> dict[str, QueueState]:
+    """The queues as the reclaim rules read them, copied (frozen for one reclaimer's attempt)."""
+    return {name: QueueState(name, q.parent.name if q.parent else None, q.allocated.copy(),
+                             q.allocated_np.copy(), q.deserved.copy(), q.fair_share.copy(),
+                             q.allocatable_share())
+            for name, q in ssn.queues.items()}
+
+
+def victim_chunks(ssn: Session, victims: dict[str, list[Task]]) -> dict[str, list[np.ndarray]]:
+    """Per reclaimee leaf queue, the resources taken: per victim job and pod set, the first `min`
+    evicted pods are one (core) chunk, every further pod its own (elastic) chunk. Victims that
+    were moved (pipelined elsewhere or back) are not taken."""
+    out: dict[str, list[np.ndarray]] = {}
+    for uid in sorted(victims):
+        job = ssn.jobs[uid]
+        if job.queue is None:
+            continue
+        by_set: dict[str, list[Task]] = {}
+        for t in victims[uid]:
+            if t.status == PodStatus.RELEASING:
+                by_set.setdefault(t.pod_set.name, []).append(t)
+        for name in sorted(by_set):
+            tasks = sorted(by_set[name], key=lambda t: t.order_key)
+            m = max(job.pod_sets[name].min_available, 1)
+            chunks = out.setdefault(job.queue.name, [])
+            if tasks[:m]:
+                chunks.append(sum((t.quota_vector() for t in tasks[:m]), np.zeros(3)))
+            chunks.extend(t.quota_vector() for t in tasks[m:])
+    return out
+
+
+def register_reclaim(ssn: Session, multiplier: float) -> None:
+    """`CanReclaimResources` (current state) and the `Reclaimable` scenario validator (queue
+    state frozen when the reclaimer's attempt starts, i.e. at its `can_reclaim` call)."""
+    frozen: dict[str, tuple[dict[str, QueueState], np.ndarray]] = {}
+
+    def gate(ssn: Session, job: Job, req: np.ndarray) -> bool:
+        if job.queue is None:
+            return False
+        states = queue_states(ssn)
+        frozen[job.uid] = (states, req)
+        return can_reclaim(states[job.queue.name], req, job.preemptible)
+
+    def validate(ssn: Session, job: Job, victims: dict[str, list[Task]]) -> bool:
+        if job.queue is None or job.uid not in frozen:
+            return False
+        states, req = frozen[job.uid]
+        return reclaimable(states, job.queue.name, req, job.preemptible, victim_chunks(ssn, victims),
+                           multiplier)
+
+    ssn.hooks.can_reclaim.append(gate)
+    ssn.hooks.reclaim_validators.append(validate)

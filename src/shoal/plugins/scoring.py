@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.framework.fit import fit_masks, shared_group_fit_counts
+from shoal.framework.fit import Rows, shared_group_fit_counts
 from shoal.framework.jobs import Task
 from shoal.framework.session import Session
 from shoal.model.resources import CPU_COL, GPU_COL, MILLI
@@ -18,16 +18,17 @@ NOMINATED = 1_000_000.0
 
 
 def open_nodeavailability(ssn: Session, args: dict[str, str]) -> None:
-    def score(s: Session, task: Task, mask: np.ndarray) -> np.ndarray:
-        return fit_masks(s, task)[0] * AVAILABILITY
-    ssn.hooks.node_scorers.append(score)
+    """+100 for nodes where the pod fits now (can bind, not only pipeline).
+
+    The node choice computes the idle fit anyway; it adds `availability_score` x fits-idle."""
+    ssn.hooks.extra["availability_score"] = AVAILABILITY
 
 
 def open_gpusharingorder(ssn: Session, args: dict[str, str]) -> None:
-    def score(s: Session, task: Task, mask: np.ndarray) -> np.ndarray | float:
+    def score(s: Session, task: Task, rows: Rows) -> np.ndarray | float:
         if not task.pod.gpu.is_shared:
             return 0.0
-        fit, _idle = shared_group_fit_counts(s, task)
+        fit, _idle = shared_group_fit_counts(s, task, rows)
         return (fit > 0) * GPU_SHARING
     ssn.hooks.node_scorers.append(score)
 
@@ -36,56 +37,55 @@ def open_resourcetype(ssn: Session, args: dict[str, str]) -> None:
     cpu_only_nodes = np.array(
         [n.gpu_count == 0 and not n.is_mig for n in ssn.nodes.nodes], dtype=bool)
 
-    def score(s: Session, task: Task, mask: np.ndarray) -> np.ndarray | float:
+    def score(s: Session, task: Task, rows: Rows) -> np.ndarray | float:
         if not task.pod.is_cpu_only:
             return 0.0
-        return cpu_only_nodes * RESOURCE_TYPE
+        return (cpu_only_nodes if rows is None else cpu_only_nodes[rows]) * RESOURCE_TYPE
     ssn.hooks.node_scorers.append(score)
 
 
 def open_nominatednode(ssn: Session, args: dict[str, str]) -> None:
-    def score(s: Session, task: Task, mask: np.ndarray) -> np.ndarray | float:
+    def score(s: Session, task: Task, rows: Rows) -> np.ndarray | float:
         name = task.pod.nominated_node
         if not name or name not in s.nodes.index:
             return 0.0
-        out = np.zeros(len(s.nodes))
-        out[s.nodes.index[name]] = NOMINATED
-        return out
+        idx = np.arange(len(s.nodes)) if rows is None else rows
+        return (idx == s.nodes.index[name]) * NOMINATED
     ssn.hooks.node_scorers.append(score)
 
 
 def open_nodeplacement(ssn: Session, args: dict[str, str]) -> None:
-    """Binpack (fuller nodes first) or spread (emptier first) on GPUs for GPU pods, CPU otherwise."""
+    """Binpack (fuller nodes first) or spread (emptier first) on GPUs for GPU pods, CPU otherwise.
+
+    KAI's binpack score is 9 x (1 - (x - min) / (max - min)) over the free amount x of the nodes.
+    Every other plugin scores in multiples of 10, so only the order this term induces matters; we
+    use 9 x (1 - x / (X + 1)) with X the largest allocatable amount, which orders nodes exactly as
+    KAI's does but depends on the node alone, so a node's score changes only when the node does.
+    """
     gpu_mode = args.get("gpu", "binpack")
     cpu_mode = args.get("cpu", "binpack")
     for mode in (gpu_mode, cpu_mode):
         if mode not in ("binpack", "spread"):
             raise ValueError(f"nodeplacement: unknown strategy {mode!r} (binpack or spread)")
     ssn.hooks.extra["placement"] = (gpu_mode, cpu_mode)
-    gpu_count = ssn.nodes.gpu_count.astype(np.float64)
-    cpu_alloc = ssn.nodes.alloc[:, CPU_COL].astype(np.float64)
+    nodes = ssn.nodes
+    gpu_count = nodes.gpu_count.astype(np.float64)
+    cpu_alloc = nodes.alloc[:, CPU_COL].astype(np.float64)
+    has_gpu = nodes.alloc[:, GPU_COL] > 0
+    gpu_scale = float(np.trunc(nodes.alloc[:, GPU_COL] / MILLI).max(initial=0)) + 1.0
+    cpu_scale = float(cpu_alloc.max(initial=0)) + 1.0
 
-    def score(s: Session, task: Task, mask: np.ndarray) -> np.ndarray:
-        nodes = s.nodes
+    def score(s: Session, task: Task, rows: Rows) -> np.ndarray:
+        sel = slice(None) if rows is None else rows
         if task.pod.is_cpu_only:
-            col, mode, count = CPU_COL, cpu_mode, cpu_alloc
-            free = (nodes.idle[:, col] + nodes.releasing[:, col]).astype(np.float64)
-            has = count > 0
+            free = (s.nodes.idle[sel, CPU_COL] + s.nodes.releasing[sel, CPU_COL]).astype(np.float64)
+            mode, count, scale, has = cpu_mode, cpu_alloc[sel], cpu_scale, cpu_alloc[sel] > 0
         else:
-            col, mode, count = GPU_COL, gpu_mode, gpu_count
-            free = np.trunc((nodes.idle[:, col] + nodes.releasing[:, col]) / MILLI)
-            has = nodes.alloc[:, GPU_COL] > 0
+            free = np.trunc((s.nodes.idle[sel, GPU_COL] + s.nodes.releasing[sel, GPU_COL]) / MILLI)
+            mode, count, scale, has = gpu_mode, gpu_count[sel], gpu_scale, has_gpu[sel]
         if mode == "spread":
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return np.where(count > 0, free / np.where(count > 0, count, 1), 0.0)
-        if not has.any():
-            return np.zeros(len(nodes))
-        lo, hi = float(free[has].min()), float(free[has].max())
-        if hi == 0:
-            return np.zeros(len(nodes))
-        if lo == hi:
-            return np.where(has, MAX_HIGH_DENSITY, 0.0)
-        return np.where(has, MAX_HIGH_DENSITY * (1 - (free - lo) / (hi - lo)), 0.0)
+            return np.where(count > 0, free / np.where(count > 0, count, 1), 0.0)
+        return np.where(has, MAX_HIGH_DENSITY * (1 - np.clip(free, 0, None) / scale), 0.0)
     ssn.hooks.node_scorers.append(score)
 
 
