@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shoal.actions import allocate
+from shoal.actions import allocate, consolidation, preempt, reclaim, stalegangeviction
 from shoal.framework.session import Session
 from shoal.plugins import ordering, predicates, proportion, scoring
 
@@ -43,4 +43,10 @@ def plugin_registry() -> dict[str, PluginOpen]:
 
 
 def action_registry() -> dict[str, Action]:
-    return {"allocate": allocate.run}
+    return {
+        "allocate": allocate.run,
+        "consolidation": consolidation.run,
+        "reclaim": reclaim.run,
+        "preempt": preempt.run,
+        "stalegangeviction": stalegangeviction.run,
+    }

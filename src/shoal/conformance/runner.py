@@ -57,8 +57,8 @@ def unsupported_reason(sc: Scenario) -> str:
 
 
 def _full_cycle_needs_eviction(sc: Scenario) -> bool:
-    # Without eviction actions a full cycle is only meaningful when nothing gets evicted.
-    return True
+    # Without the eviction actions a full cycle is only meaningful when nothing gets evicted.
+    return not set(FULL_CYCLE_ACTIONS) <= set(action_registry())
 
 
 def run(sc: Scenario) -> Result:
@@ -168,7 +168,10 @@ def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names
     out: list[str] = []
 
     def _node_name(t: Any) -> str | None:
-        return names[t.node] if t.node >= 0 else None
+        if t.node >= 0:
+            return names[t.node]
+        # A finished pod keeps its node name without holding resources there.
+        return t.pod.node if t.status & (PodStatus.SUCCEEDED | PodStatus.FAILED | PodStatus.UNKNOWN) else None
 
     want = PodStatus.parse(e["status"]) if "status" in e else None
     if want is not None:

@@ -116,7 +116,18 @@ class Statement:
         ssn = self.ssn
         d = ssn.decisions
         names = ssn.nodes.names
-        for op in self.ops:
+        # An eviction stands unless a later un-evict put the task back (a victim moved to another
+        # node by a pipeline is still evicted: its pod is recreated there).
+        undone: set[int] = set()
+        unevicted: set[str] = set()
+        for k in range(len(self.ops) - 1, -1, -1):
+            op = self.ops[k]
+            if op.kind == "unevict":
+                unevicted.add(op.task.uid)
+            elif op.kind == "evict" and op.task.uid in unevicted:
+                undone.add(k)
+                unevicted.discard(op.task.uid)
+        for k, op in enumerate(self.ops):
             t = op.task
             pod = t.pod
             if op.kind == "allocate" and t.status == PodStatus.ALLOCATED:
@@ -127,7 +138,7 @@ class Statement:
                                     rtype, t.portion if shared else 0))
             elif op.kind == "pipeline" and t.status == PodStatus.PIPELINED:
                 d.pipelines.append(Pipeline(pod.uid, pod.namespace, t.job.uid, names[t.node], tuple(t.groups)))
-            elif op.kind == "evict" and t.status == PodStatus.RELEASING:
-                d.evictions.append(Evict(pod.uid, pod.namespace, t.job.uid, names[t.node], op.action,
+            elif op.kind == "evict" and k not in undone:
+                d.evictions.append(Evict(pod.uid, pod.namespace, t.job.uid, names[op.prev_node], op.action,
                                          op.reason, op.preemptor))
         self.ops = []

@@ -1,0 +1,56 @@
+"""The consolidation action (kai-spec §3.13): move preemptible pods to other nodes so a pending
+preemptible job fits. Nothing is killed: every victim must be re-placed (pipelined) elsewhere or
+back where it was, else the scenario is rejected. Off when max preemptees is 0."""
+
+from __future__ import annotations
+
+from shoal.actions.job_allocation import tasks_to_allocate
+from shoal.actions.preemption import candidate_victims, run_preemptors
+from shoal.framework.jobs import Job, Task
+from shoal.framework.session import Session
+from shoal.model.resources import GPU_COL, MILLI
+from shoal.model.status import PodStatus
+
+
+def all_reallocated(job: Job, victims: dict[str, list[Task]]) -> bool:
+    return not any(t.status == PodStatus.RELEASING for tasks in victims.values() for t in tasks)
+
+
+def enough_gpus(ssn: Session, job: Job) -> bool:
+    """KAI `IsEnoughGPUsAllocatableForJob`: idle + releasing GPUs of ready nodes (whole devices
+    and free room on shared devices) cover the GPUs the job's next tasks ask for."""
+    nodes = ssn.nodes
+    free = 0.0
+    for i, node in enumerate(nodes.nodes):
+        if not node.ready:
+            continue
+        free += (int(nodes.idle[i, GPU_COL]) + int(nodes.releasing[i, GPU_COL])) / MILLI
+        mem = int(nodes.gpu_memory[i]) or 1
+        for g in nodes.groups[i].values():
+            free += max(mem - g.allocated + g.releasing, 0) / mem
+        for col, slices in ssn.space.mig_columns():
+            free += (int(nodes.idle[i, col]) + int(nodes.releasing[i, col])) * slices
+    need = sum(t.pod.gpu.milli for t in tasks_to_allocate(job, real=False)) / MILLI
+    return free >= need
+
+
+def run(ssn: Session) -> None:
+    limit = ssn.config.max_consolidation_preemptees
+    if limit == 0:
+        return
+
+    def pick(job: Job) -> list[Job] | None:
+        if not enough_gpus(ssn, job):
+            return None
+        counter = 0
+
+        def keep(v: Job) -> bool:
+            nonlocal counter
+            if v is job or (limit != -1 and counter > limit):
+                return False
+            counter += 1
+            return True
+
+        return candidate_victims(ssn, keep)
+
+    run_preemptors(ssn, "consolidation", lambda job: job.preemptible, pick, all_reallocated)

@@ -1,0 +1,257 @@
+"""The victim solver shared by reclaim, preempt and consolidation (kai-spec §3.14).
+
+For a pending job the solver grows a partial job one task at a time (the tasks of KAI's
+`GetTasksToAllocate(real=False)`); for each partial job it tries victim scenarios of growing
+size - first the victims recorded for the previous partial job, then those plus the next
+victim batches of the action's victim queue - and simulates each: evict the victims, then let
+the victims (re-placed, pipelined) and the preemptor (pipelined) be allocated in queue order on
+the feasible nodes. A scenario that places the preemptor and passes the action's validator is
+kept; its victims become the recorded victims of the next partial job. The last partial job's
+statement is the result: victims Releasing (or moved: Pipelined elsewhere), the preemptor
+Pipelined, to bind in a later cycle's allocate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from shoal.actions.job_allocation import allocate_job, tasks_to_allocate
+from shoal.actions.victims import VictimQueue, clone_job, tasks_to_evict
+from shoal.framework.job_queue import JobsByQueue
+from shoal.framework.jobs import Job, Task
+from shoal.framework.session import Session
+from shoal.framework.statement import Statement
+from shoal.model.resources import GPU_COL
+from shoal.model.status import PodStatus
+
+def request_vector(tasks: list[Task]) -> np.ndarray:
+    """KAI's job init resource in queue units: GPU-memory tasks count memory/100 GPUs."""
+    total = np.zeros(3)
+    for t in tasks:
+        total += t.request_quota_vector()
+    return total
+
+
+@contextmanager
+def partial_minimums(job: Job, tasks: list[Task]) -> Iterator[None]:
+    """KAI's partial pending job, without a copy: while open, every pod set's minimum is its
+    active-allocated count plus its tasks among `tasks` (a prefix of the job's tasks to
+    allocate), so one allocation attempt places exactly `tasks`. Restored on exit."""
+    saved = {name: ps.spec for name, ps in job.pod_sets.items()}
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.pod_set.name] = counts.get(t.pod_set.name, 0) + 1
+    try:
+        for name, ps in job.pod_sets.items():
+            ps.spec = replace(ps.spec, min_available=ps.active_allocated + counts.get(name, 0))
+        yield
+    finally:
+        for name, ps in job.pod_sets.items():
+            ps.spec = saved[name]
+
+
+#: Validator: preemptor, victim tasks per victim job uid (state after the simulation).
+Validator = Callable[[Job, dict[str, list[Task]]], bool]
+
+
+@dataclass(slots=True)
+class _Solution:
+    stmt: Statement
+    #: Victim batches (clones) that lost or moved a task: recorded for the next partial job.
+    victim_jobs: list[Job] = field(default_factory=list)
+
+
+class VictimSolver:
+    """One solver per action run; `solve(job)` per preemptor."""
+
+    def __init__(self, ssn: Session, action: str, victims: list[Job], validator: Validator | None,
+                 feasible: np.ndarray) -> None:
+        self.ssn = ssn
+        self.action = action
+        self.validator = validator
+        self.base_queue = VictimQueue(ssn, victims)
+        self.feasible = feasible.copy()
+        self.preemptor: Job | None = None
+        self._pending: list[Job] = []
+        self._rejected = False
+
+    # -- entry point ---------------------------------------------------------------------
+    def solve(self, job: Job) -> Statement | None:
+        """A statement that makes room for `job` and pipelines it, or None (session unchanged)."""
+        self.preemptor = job
+        saved = {j.uid: (list(j.fit_errors), list(j.reasons)) for j in self.ssn.jobs.values()}
+        before = job.active_used()
+        tasks = tasks_to_allocate(job, real=False)
+        self._pending = [j for j in self.ssn.jobs.values()
+                         if j.queue is not None and j.queue.is_leaf and j.has_status(PodStatus.PENDING)]
+        recorded: list[Job] = []
+        stmt: Statement | None = None
+        for k in range(1, len(tasks) + 1):
+            sol = self._solve_partial(tasks[:k], recorded)
+            if sol is None:
+                stmt = None
+                break
+            if k < len(tasks):
+                sol.stmt.discard()
+            stmt, recorded = sol.stmt, sol.victim_jobs
+        for uid, (errs, reasons) in saved.items():
+            self.ssn.jobs[uid].fit_errors, self.ssn.jobs[uid].reasons = errs, reasons
+        if stmt is None:
+            return None
+        if not (job.is_gang_satisfied() and job.active_used() > before):
+            stmt.discard()
+            return None
+        return stmt
+
+    # -- scenarios -------------------------------------------------------------------------
+    def _solve_partial(self, partial: list[Task], recorded_jobs: list[Job]) -> _Solution | None:
+        recorded = [t for j in recorded_jobs for t in j.tasks]
+        rec_uids = {t.uid for t in recorded}
+        if recorded and self._may_fit(partial, recorded):
+            sol = self._try(partial, recorded, [], None)
+            if sol is not None:
+                return sol
+        queue = self.base_queue.copy()
+        potential: list[Task] = []
+        while queue:
+            vjob = queue.pop()
+            if vjob is None:
+                break
+            batch, more = tasks_to_evict(vjob)
+            if not batch:
+                continue
+            if any(t.uid in rec_uids for t in batch):
+                rest = [t for t in vjob.tasks if t.uid not in rec_uids]
+                if rest:
+                    queue.push(clone_job(vjob, rest))
+                continue
+            if more:
+                ids = {t.uid for t in batch}
+                queue.push(clone_job(vjob, [t for t in vjob.tasks if t.uid not in ids]))
+            potential.extend(batch)
+            if not self._may_fit(partial, recorded + potential):
+                continue
+            sol = self._try(partial, recorded, potential, self.ssn.jobs[vjob.uid])
+            if sol is not None:
+                return sol
+        return None
+
+    def _may_fit(self, partial: list[Task], victims: list[Task]) -> bool:
+        """Cheap necessary condition (KAI's idle-GPU scenario filter): the whole GPUs free or
+        releasing on feasible/victim nodes plus the victims' GPUs cover the partial job."""
+        if any(t.pod.gpu.is_shared or t.pod.mig or t.pod.best_effort for t in partial):
+            return True
+        need = [int(t.vec[GPU_COL]) for t in partial]
+        if not any(need):
+            return True
+        nodes = self.ssn.nodes
+        cap = (nodes.idle[:, GPU_COL] + nodes.releasing[:, GPU_COL]).astype(np.int64)
+        mask = self.feasible.copy()
+        for v in victims:
+            if v.node >= 0 and v.status != PodStatus.RELEASING:
+                cap[v.node] += int(v.vec[GPU_COL])
+                mask[v.node] = True
+        cap = np.where(mask, np.maximum(cap, 0), 0)
+        return int(cap.sum()) >= sum(need) and int(cap.max(initial=0)) >= max(need)
+
+    def _try(self, partial: list[Task], recorded: list[Task], potential: list[Task],
+             latest: Job | None) -> _Solution | None:
+        """KAI's by-pod solver for one scenario: recorded victims alone, or recorded plus the
+        potential victims of the jobs touching each node of the latest victim job."""
+        stmt = Statement(self.ssn)
+        self._rejected = False
+        self._evict(stmt, recorded)
+        if latest is None:
+            sol = self._simulate(stmt, partial, recorded)
+            if sol is not None:
+                return sol
+            stmt.discard()
+            return None
+        by_node: dict[int, set[str]] = {}
+        for t in potential:
+            by_node.setdefault(t.node, set()).add(t.job.uid)
+        for node in sorted({t.node for t in latest.tasks if t.node >= 0}):
+            jobs = by_node.get(node)
+            if not jobs:
+                continue
+            cp = stmt.checkpoint()
+            chosen = [t for t in potential if t.job.uid in jobs]
+            self._evict(stmt, chosen)
+            sol = self._simulate(stmt, partial, recorded + chosen)
+            if sol is not None:
+                return sol
+            if self._rejected:
+                break  # KAI: a scenario the validator rejects is not retried on other nodes
+            stmt.rollback(cp)
+        stmt.discard()
+        return None
+
+    def _evict(self, stmt: Statement, tasks: list[Task]) -> None:
+        assert self.preemptor is not None
+        reason = f"{self.action}: making room for {self.preemptor.pg.namespace}/{self.preemptor.pg.name}"
+        for t in tasks:
+            if t.status & (PodStatus.ALLOCATED | PodStatus.BINDING | PodStatus.BOUND | PodStatus.RUNNING
+                           | PodStatus.PIPELINED):
+                stmt.evict(t, self.action, reason, self.preemptor.uid)
+
+    def _simulate(self, stmt: Statement, partial: list[Task], victims: list[Task]) -> _Solution | None:
+        """Re-place victims and place the preemptor in queue order; validate."""
+        ssn = self.ssn
+        job = self.preemptor
+        assert job is not None
+        mask = self.feasible.copy()
+        for v in victims:
+            if v.node >= 0:
+                mask[v.node] = True
+        victim_jobs = {t.job.uid for t in victims}
+        jobs = {j.uid: j for j in self._pending}
+        for uid in victim_jobs:
+            jobs[uid] = ssn.jobs[uid]
+        jobs[job.uid] = job
+        partial_req = request_vector(partial)
+
+        def request(j: Job) -> np.ndarray:
+            # KAI compares queues by the best job's tasks-to-allocate (virtual victims included).
+            return partial_req if j is job else request_vector(tasks_to_allocate(j, real=False))
+
+        order = JobsByQueue(ssn, sorted(jobs.values(), key=lambda j: j.uid), request=request)
+        placed = False
+        while True:
+            nxt = order.pop()
+            if nxt is None:
+                break
+            if nxt is job:
+                cp = stmt.checkpoint()
+                with partial_minimums(job, partial):
+                    ok = allocate_job(ssn, stmt, job, pipeline_only=True, node_mask=mask, real=False)
+                if not ok:
+                    stmt.rollback(cp)
+                    return None
+                placed = True
+            elif nxt.uid in victim_jobs:
+                cp = stmt.checkpoint()
+                if not allocate_job(ssn, stmt, nxt, pipeline_only=True, node_mask=mask, real=False):
+                    stmt.rollback(cp)
+        if not placed:
+            return None
+        return self._validate(stmt, victims)
+
+    def _validate(self, stmt: Statement, victims: list[Task]) -> _Solution | None:
+        job = self.preemptor
+        assert job is not None
+        by_job: dict[str, list[Task]] = {}
+        for t in victims:
+            by_job.setdefault(t.job.uid, []).append(t)
+        if self.validator is not None and not self.validator(job, by_job):
+            self._rejected = True
+            return None
+        hit = {t.uid for t in victims if t.status in (PodStatus.RELEASING, PodStatus.PIPELINED)}
+        recorded: list[Job] = []
+        for uid, tasks in by_job.items():
+            if any(t.uid in hit for t in tasks):
+                recorded.append(clone_job(self.ssn.jobs[uid], tasks))
+        return _Solution(stmt, recorded)

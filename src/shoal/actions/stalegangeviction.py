@@ -1,0 +1,41 @@
+"""The stale-gang eviction action (kai-spec §3.13): a gang that has running pods but fewer than
+its minimum in some pod set (and nothing succeeded) is stale; after the grace period every
+active-allocated pod of it is evicted. The stale-since time is recorded in the decisions."""
+
+from __future__ import annotations
+
+from shoal.framework.jobs import Job
+from shoal.framework.session import Session
+from shoal.framework.statement import Statement
+from shoal.model.status import ACTIVE_ALLOCATED, PodStatus
+
+
+def is_stale(job: Job) -> bool:
+    if any(t.status == PodStatus.SUCCEEDED for t in job.tasks):
+        return False
+    if job.active_used() == 0:
+        return False
+    return any(ps.active_used < ps.min_available for ps in job.pod_sets.values())
+
+
+def run(ssn: Session) -> None:
+    for uid in sorted(ssn.jobs):
+        job = ssn.jobs[uid]
+        if not is_stale(job):
+            if job.stale_since is not None:
+                job.stale_since = None
+                ssn.decisions.stale_since[uid] = None
+            continue
+        if job.stale_since is None:
+            job.stale_since = ssn.now
+            ssn.decisions.stale_since[uid] = ssn.now
+        grace = job.pg.staleness_grace_seconds
+        if grace is None:
+            grace = ssn.config.staleness_grace_seconds
+        if grace < 0 or ssn.now - job.stale_since < grace:
+            continue
+        stmt = Statement(ssn)
+        for t in job.tasks:
+            if t.status & ACTIVE_ALLOCATED and t.node >= 0:
+                stmt.evict(t, "stalegangeviction", "gang below its minimum for longer than the grace period")
+        stmt.commit()
