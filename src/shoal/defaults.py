@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from shoal.actions import allocate, consolidation, preempt, reclaim, stalegangeviction
 from shoal.framework.session import Session
-from shoal.plugins import ordering, predicates, proportion, scoring
+from shoal.plugins import ordering, predicates, proportion, scoring, topology
 
 PluginOpen = Callable[[Session, dict[str, str]], None]
 Action = Callable[[Session], None]
@@ -36,7 +36,7 @@ def plugin_registry() -> dict[str, PluginOpen]:
         "subgrouporder": _noop,
         "dynamicresources": _noop,
         "minruntime": _noop,
-        "topology": _noop,
+        "topology": topology.open_topology,
         "snapshot": _noop,
         "podaffinity": _noop,
     }

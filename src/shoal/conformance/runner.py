@@ -49,8 +49,6 @@ def unsupported_reason(sc: Scenario) -> str:
         return f"action(s) not implemented yet: {', '.join(needed)}"
     if sc.kind == "full_cycle" and needed and _full_cycle_needs_eviction(sc):
         return f"action(s) not implemented yet: {', '.join(needed)}"
-    if d.get("topologies"):
-        return "topology-aware scheduling not implemented yet"
     if d.get("dra"):
         return "DRA not implemented yet"
     return ""
@@ -170,8 +168,8 @@ def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names
     def _node_name(t: Any) -> str | None:
         if t.node >= 0:
             return names[t.node]
-        # A finished pod keeps its node name without holding resources there.
-        return t.pod.node if t.status & (PodStatus.SUCCEEDED | PodStatus.FAILED | PodStatus.UNKNOWN) else None
+        # A pod not placed in the session (finished, or pending with a node name) keeps its name.
+        return t.pod.node if t.pod.node else None
 
     want = PodStatus.parse(e["status"]) if "status" in e else None
     if want is not None:
@@ -202,12 +200,23 @@ def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names
             if NOW - job.last_start_time < float(e["last_start_timestamp_older_than_seconds"]):
                 out.append(f"{what}: last start time too recent")
     if "expected_error_message" in e:
-        got = "\n".join(job.fit_errors)
+        got = kai_detailed_message(job.fit_errors)
         if got != e["expected_error_message"]:
             out.append(f"{what}: error message {got!r} != {e['expected_error_message']!r}")
     return out
 
 
+
+
+def kai_detailed_message(fit_errors: list[str]) -> str:
+    """KAI's JobFitErrorsToDetailedMessage over the job's fit errors (detailed texts): one error
+    keeps its reason (PodSchedulingErrors for the plain ones), several become 'Unable to
+    schedule podgroup'; the texts are sorted, each on its own line ending with '.'."""
+    if not fit_errors:
+        return ""
+    reason = "PodSchedulingErrors" if len(fit_errors) == 1 else "Unable to schedule podgroup"
+    lines = sorted(f"\n{e}." for e in fit_errors)
+    return f"\n{reason}." + "".join(lines)
 
 
 def collect(paths: list[str]) -> list[Path]:
