@@ -25,7 +25,7 @@ from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
-from shoal.model.resources import GPU_COL
+from shoal.model.resources import GPU_COL, MILLI
 from shoal.model.status import PodStatus
 
 def request_vector(tasks: list[Task]) -> np.ndarray:
@@ -153,7 +153,8 @@ class VictimSolver:
         mask = self.feasible.copy()
         for v in victims:
             if v.node >= 0 and v.status != PodStatus.RELEASING:
-                cap[v.node] += int(v.vec[GPU_COL])
+                # A shared victim may free each of its devices (an upper bound keeps this sound).
+                cap[v.node] += MILLI * len(v.groups) if v.pod.gpu.is_shared else int(v.vec[GPU_COL])
                 mask[v.node] = True
         cap = np.where(mask, np.maximum(cap, 0), 0)
         return int(cap.sum()) >= sum(need) and int(cap.max(initial=0)) >= max(need)

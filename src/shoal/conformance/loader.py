@@ -30,8 +30,6 @@ from shoal.model.resources import MILLI
 from shoal.model.status import ALLOCATED
 
 NOW = 1_700_000_000.0
-#: Finished pods keep their node name (not accounted on the node).
-_FINISHED = PodStatus.SUCCEEDED | PodStatus.FAILED | PodStatus.UNKNOWN
 MINUTE = 60.0
 
 
@@ -228,8 +226,8 @@ def _pod(job: str, i: int, t: dict[str, Any], raw: dict[str, Any], req: dict[str
         memory=0 if best_effort else int(req.get("memory", 10**9)),
         gpu=gpu,
         mig={k: int(v) for k, v in (t.get("required_mig_instances") or {}).items()},
-        node=t.get("node_name") if status & (ALLOCATED | PodStatus.PIPELINED | PodStatus.RELEASING | _FINISHED)
-        else None,
+        # Kept for every status (KAI keeps a pod's node name); only active pods are placed.
+        node=t.get("node_name"),
         gpu_groups=[str(g) for g in t.get("gpu_groups") or []],
         labels=labels,
         subgroup=t.get("sub_group_name", "") or "",

@@ -134,9 +134,9 @@ def queue_states(ssn: Session) -> dict[str, QueueState]:
 
 
 def victim_chunks(ssn: Session, victims: dict[str, list[Task]]) -> dict[str, list[np.ndarray]]:
-    """Per reclaimee leaf queue, the resources taken: per victim job and pod set, the first `min`
-    evicted pods are one (core) chunk, every further pod its own (elastic) chunk. Victims that
-    were moved (pipelined elsewhere or back) are not taken."""
+    """Per reclaimee leaf queue, the resources taken: per victim job, the first `min` evicted
+    pods of every pod set together are one (core) chunk, every further pod its own (elastic)
+    chunk. Victims that were moved (pipelined elsewhere or back) are not taken."""
     out: dict[str, list[np.ndarray]] = {}
     for uid in sorted(victims):
         job = ssn.jobs[uid]
@@ -146,13 +146,20 @@ def victim_chunks(ssn: Session, victims: dict[str, list[Task]]) -> dict[str, lis
         for t in victims[uid]:
             if t.status == PodStatus.RELEASING:
                 by_set.setdefault(t.pod_set.name, []).append(t)
+        core = np.zeros(3)
+        extra: list[np.ndarray] = []
+        has_core = False
         for name in sorted(by_set):
             tasks = sorted(by_set[name], key=lambda t: t.order_key)
             m = max(job.pod_sets[name].min_available, 1)
-            chunks = out.setdefault(job.queue.name, [])
-            if tasks[:m]:
-                chunks.append(sum((t.quota_vector() for t in tasks[:m]), np.zeros(3)))
-            chunks.extend(t.quota_vector() for t in tasks[m:])
+            for t in tasks[:m]:
+                core += t.quota_vector()
+                has_core = True
+            extra.extend(t.quota_vector() for t in tasks[m:])
+        chunks = out.setdefault(job.queue.name, [])
+        if has_core:
+            chunks.append(core)
+        chunks.extend(extra)
     return out
 
 
