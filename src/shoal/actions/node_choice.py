@@ -15,7 +15,7 @@ import numpy as np
 
 from shoal.framework.fit import fit_masks
 from shoal.framework.jobs import Task
-from shoal.framework.session import Session
+from shoal.framework.session import NodeScorer, Predicate, Session
 
 _CACHE_KEY = "node_choice_cache"
 
@@ -26,6 +26,11 @@ class _Entry:
     fits_idle: np.ndarray
     ok: np.ndarray
     score: np.ndarray
+    #: The predicates / scorers that matter for this kind of task (the others answered None or a
+    #: constant the first time, which depends on the task alone), so row refreshes skip them.
+    predicates: list[Predicate]
+    scorers: list[NodeScorer]
+    constant_score: float
 
 
 def task_signature(task: Task) -> tuple[object, ...]:
@@ -35,39 +40,56 @@ def task_signature(task: Task) -> tuple[object, ...]:
             tuple(sorted(p.node_selector.items())), repr(p.node_affinity), tuple(p.tolerations))
 
 
-def _compute(ssn: Session, task: Task, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    fits_idle, ok = fit_masks(ssn, task, rows)
+def _full(ssn: Session, task: Task) -> _Entry:
+    fits_idle, ok = fit_masks(ssn, task, None)
+    preds: list[Predicate] = []
     for pred in ssn.hooks.predicates:
+        res = pred(ssn, task, None)
+        if res is not None:
+            ok = ok & res[0]
+            preds.append(pred)
+    availability = ssn.hooks.extra.get("availability_score", 0.0)
+    score = fits_idle * availability if availability else np.zeros(len(ssn.nodes))
+    scorers: list[NodeScorer] = []
+    constant = 0.0
+    for scorer in ssn.hooks.node_scorers:
+        value = scorer(ssn, task, None)
+        if isinstance(value, np.ndarray):
+            scorers.append(scorer)
+        else:
+            constant += float(value)
+        score = score + value
+    return _Entry(ssn.nodes.version.copy(), fits_idle, ok, score, preds, scorers, constant)
+
+
+def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
+    fits_idle, ok = fit_masks(ssn, task, rows)
+    for pred in entry.predicates:
         res = pred(ssn, task, rows)
         if res is not None:
             ok = ok & res[0]
-    n = len(ssn.nodes) if rows is None else len(rows)
     availability = ssn.hooks.extra.get("availability_score", 0.0)
-    score = fits_idle * availability if availability else np.zeros(n)
-    for scorer in ssn.hooks.node_scorers:
+    score = fits_idle * availability + entry.constant_score
+    for scorer in entry.scorers:
         score = score + scorer(ssn, task, rows)
-    return fits_idle, ok, score
+    entry.fits_idle[rows] = fits_idle
+    entry.ok[rows] = ok
+    entry.score[rows] = score
+    entry.versions[rows] = ssn.nodes.version[rows]
 
 
 def _entry(ssn: Session, task: Task) -> _Entry:
     cache: dict[tuple[object, ...], _Entry] = ssn.hooks.extra.setdefault(_CACHE_KEY, {})
-    cacheable = not task.pod.pod_affinity
-    sig = task_signature(task) if cacheable else None
-    versions = ssn.nodes.version
-    entry = cache.get(sig) if sig is not None else None
+    if task.pod.pod_affinity:  # depends on pods on other nodes: never cached
+        return _full(ssn, task)
+    sig = task_signature(task)
+    entry = cache.get(sig)
     if entry is None:
-        fits_idle, ok, score = _compute(ssn, task, None)
-        entry = _Entry(versions.copy(), fits_idle, ok, score)
-        if sig is not None:
-            cache[sig] = entry
+        entry = cache[sig] = _full(ssn, task)
         return entry
-    changed = np.flatnonzero(versions != entry.versions)
+    changed = np.flatnonzero(ssn.nodes.version != entry.versions)
     if changed.size:
-        fits_idle, ok, score = _compute(ssn, task, changed)
-        entry.fits_idle[changed] = fits_idle
-        entry.ok[changed] = ok
-        entry.score[changed] = score
-        entry.versions[changed] = versions[changed]
+        _refresh(ssn, task, entry, changed)
     return entry
 
 

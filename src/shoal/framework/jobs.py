@@ -10,7 +10,7 @@ from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup, PodSetSpec
 from shoal.model.queue import Queue
 from shoal.model.resources import Vector
-from shoal.model.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, PodStatus
+from shoal.model.status import ACTIVE_ALLOCATED_SET, ACTIVE_USED_SET, ALIVE_SET, PodStatus
 
 #: Queue accounting columns: GPU (milli, quota units), CPU (milli), memory (bytes).
 Q_GPU, Q_CPU, Q_MEM = 0, 1, 2
@@ -74,11 +74,11 @@ class PodSet:
         return self.spec.min_available
 
     def count(self, status: PodStatus, delta: int) -> None:
-        if status & ACTIVE_ALLOCATED:
+        if status in ACTIVE_ALLOCATED_SET:
             self.active_allocated += delta
-        if status & ACTIVE_USED:
+        if status in ACTIVE_USED_SET:
             self.active_used += delta
-        if status & ALIVE:
+        if status in ALIVE_SET:
             self.alive += delta
         if status == PodStatus.GATED:
             self.gated += delta
@@ -118,7 +118,8 @@ class Job:
         return sum(ps.active_used for ps in self.pod_sets.values())
 
     def has_status(self, status: PodStatus) -> bool:
-        return any(t.status & status for t in self.tasks)
+        mask = status.value
+        return any(t.status.value & mask for t in self.tasks)
 
     def is_ready(self) -> bool:
         """Every pod set has enough alive, ungated pods to reach its minimum."""

@@ -23,7 +23,7 @@ from shoal.model.podgroup import DEFAULT_POD_SET
 from shoal.model.queue import Queue
 from shoal.model.resources import BASE_RESOURCES, CPU_COL, GPU_COL, MEM_COL, MILLI, PODS_COL, ResourceSpace
 from shoal.model.snapshot import ClusterSnapshot
-from shoal.model.status import ACTIVE_USED, ALLOCATED, PodStatus
+from shoal.model.status import ACTIVE_USED, ALLOCATED_SET, PodStatus
 from shoal.model.topology import TopologyConstraint
 
 logger = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ class Session:
         self.hooks = Hooks()
         self.decisions = Decisions()
         self.space = self._build_space(snapshot)
+        self._vec_cache: dict[tuple[object, ...], np.ndarray] = {}
         self.nodes = NodeState(snapshot.nodes, self.space)
         self.queues = self._build_queues(snapshot.queues)
         self.tasks: dict[str, Task] = {}
@@ -115,6 +116,14 @@ class Session:
         return space
 
     def task_vector(self, pod: Pod) -> np.ndarray:
+        """The pod's regular resources as a vector (GPU column: whole GPUs only). Shared between
+        pods with equal requests, so it must never be modified in place."""
+        key = (pod.cpu_milli, pod.memory, 0 if pod.gpu.is_shared else pod.gpu.whole,
+               tuple(pod.mig.items()), tuple(pod.extended.items()))
+        cache = self._vec_cache
+        v = cache.get(key)
+        if v is not None:
+            return v
         v = self.space.zeros()
         v[CPU_COL] = pod.cpu_milli
         v[MEM_COL] = pod.memory
@@ -123,6 +132,8 @@ class Session:
             v[GPU_COL] = pod.gpu.whole * MILLI
         for name, amount in (*pod.mig.items(), *pod.extended.items()):
             v[self.space.index[name]] = amount
+        v.flags.writeable = False
+        cache[key] = v
         return v
 
     def _build_queues(self, queues: list[Queue]) -> dict[str, QueueInfo]:
@@ -179,8 +190,27 @@ class Session:
             self.tasks[task.uid] = task
 
     def _place_running_tasks(self) -> None:
+        """Put every active-used pod on its node. Whole-resource pods that simply run are added in
+        one vectorised step (the common case: thousands of running pods); the rest one by one, in
+        pod-name order, with KAI's per-status and shared-GPU accounting."""
         running = [t for t in self.tasks.values() if t.status & ACTIVE_USED and t.pod.node in self.nodes.index]
-        for task in sorted(running, key=lambda t: t.pod.name):
+        running.sort(key=lambda t: t.pod.name)
+        simple = [t for t in running
+                  if not t.pod.gpu.is_shared and t.status not in (PodStatus.PIPELINED, PodStatus.RELEASING)]
+        if simple:
+            idx = np.fromiter((self.nodes.index[t.pod.node] for t in simple), dtype=np.int64,  # type: ignore[index]
+                              count=len(simple))
+            vecs = np.stack([t.vec for t in simple])
+            np.add.at(self.nodes.used, idx, vecs)
+            np.subtract.at(self.nodes.idle, idx, vecs)
+            np.add.at(self.nodes.version, idx, 1)
+            for t, i in zip(simple, idx.tolist()):
+                t.node = i
+                t.accepted_gpu = t.pod.gpu_quota_milli
+        done = {id(t) for t in simple}
+        for task in running:
+            if id(task) in done:
+                continue
             i = self.nodes.index[task.pod.node]  # type: ignore[index]
             groups = list(task.pod.gpu_groups)
             if task.pod.gpu.is_shared:
@@ -194,21 +224,35 @@ class Session:
             self.place(task, i, task.status, groups)
 
     def _account_queues(self) -> None:
+        """Queue allocation (allocated statuses) and request (plus pending pods), summed per leaf
+        in plain floats first, then added to every ancestor once."""
+        alloc: dict[str, list[float]] = {}
+        alloc_np: dict[str, list[float]] = {}
+        req: dict[str, list[float]] = {}
         for task in self.tasks.values():
             q = task.job.queue
             if q is None:
                 continue
-            if task.status & ALLOCATED:
-                vec = task.quota_vector()
-                for a in q.ancestors():
-                    a.allocated += vec
-                    a.request += vec
-                    if not task.job.preemptible:
-                        a.allocated_np += vec
-            elif task.status == PodStatus.PENDING:
-                vec = task.request_quota_vector()
-                for a in q.ancestors():
-                    a.request += vec
+            st = task.status
+            if st in ALLOCATED_SET:
+                p = task.pod
+                gpu = task.accepted_gpu if p.gpu.is_shared else p.gpu_quota_milli
+                for acc in (alloc, req) if task.job.preemptible else (alloc, req, alloc_np):
+                    v = acc.setdefault(q.name, [0.0, 0.0, 0.0])
+                    v[0] += gpu
+                    v[1] += p.cpu_milli
+                    v[2] += p.memory
+            elif st == PodStatus.PENDING:
+                r = task.request_quota_vector()
+                v = req.setdefault(q.name, [0.0, 0.0, 0.0])
+                v[0] += r[0]
+                v[1] += r[1]
+                v[2] += r[2]
+        for acc, attr in ((alloc, "allocated"), (alloc_np, "allocated_np"), (req, "request")):
+            for name, vec in acc.items():
+                arr = np.array(vec)
+                for a in self.queues[name].ancestors():
+                    getattr(a, attr)[:] += arr
 
     # -- placement primitives (statements use these) ---------------------------------------
     def shared_mib(self, task: Task, i: int) -> int:
@@ -288,6 +332,8 @@ class Session:
     def sort_tasks(self) -> None:
         """Compute the task order of every job (after plugins registered their keys)."""
         for job in self.jobs.values():
+            if len(job.tasks) < 2:
+                continue
             for t in job.tasks:
                 t.order_key = self.task_key(t)
             job.tasks.sort(key=lambda t: t.order_key)

@@ -111,6 +111,8 @@ class Pod:
     @property
     def gpu_quota_milli(self) -> int:
         """KAI's `GetGpusQuota`: GPUs() + MIG slices (g x count); GPU memory counts 0 here."""
+        if not self.mig:
+            return self.gpu.milli
         from shoal.model.resources import mig_gpu_slices
 
         return self.gpu.milli + sum((mig_gpu_slices(r) or 0) * n * MILLI for r, n in self.mig.items())

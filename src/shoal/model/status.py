@@ -60,3 +60,10 @@ def is_allocated(status: PodStatus) -> bool:
 
 def is_alive(status: PodStatus) -> bool:
     return bool(status & ALIVE)
+
+
+#: The same groups as frozensets of members: membership tests avoid IntFlag arithmetic in hot loops.
+ACTIVE_USED_SET = frozenset(s for s in PodStatus if s & ACTIVE_USED)
+ACTIVE_ALLOCATED_SET = frozenset(s for s in PodStatus if s & ACTIVE_ALLOCATED)
+ALLOCATED_SET = frozenset(s for s in PodStatus if s & ALLOCATED)
+ALIVE_SET = frozenset(s for s in PodStatus if s & ALIVE)
