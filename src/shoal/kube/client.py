@@ -68,12 +68,12 @@ CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", Fa
 class KubeClient:
     """Thin async JSON client over lightkube's configured HTTP client."""
 
-    def __init__(self, kubeconfig: str | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(self, kubeconfig: str | None = None, *, timeout: float = 30.0, http2: bool = True) -> None:
         if kubeconfig:
             config = KubeConfig.from_file(kubeconfig).get()
         else:
             config = KubeConfig.from_env().get()
-        params = ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False)
+        params = ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=http2)
         self._http: httpx.AsyncClient = AsyncClient(config, params)
 
     async def close(self) -> None:
@@ -110,8 +110,8 @@ class KubeClient:
             params["continue"] = cont
         return await self.request("GET", res.path(), params=params)
 
-    async def watch(self, res: Resource, resource_version: str, *,
-                    timeout_seconds: int = 300) -> AsyncIterator[JSON]:
+    async def watch(self, res: Resource, resource_version: str, *, timeout_seconds: int = 300,
+                    namespace: str | None = None) -> AsyncIterator[JSON]:
         """Watch events from `resource_version` with bookmarks; yields raw `{type, object}` dicts.
 
         Ends when the server closes the stream (timeout). An `ERROR` event is yielded as is
@@ -120,7 +120,7 @@ class KubeClient:
         params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                   "timeoutSeconds": str(timeout_seconds)}
         timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0)
-        req = self._http.build_request("GET", res.path(), params=params, timeout=timeout)
+        req = self._http.build_request("GET", res.path(namespace), params=params, timeout=timeout)
         resp = await self._http.send(req, stream=True)
         try:
             if resp.status_code >= 300:
