@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -118,10 +119,8 @@ async def run_phase(client: KubeClient, label: str, scheduler: str, n_pods: int,
     await asyncio.sleep(0.5)
     t0 = time.monotonic()
     proc = await start()
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout)
-    except TimeoutError:
-        pass
     watcher.cancel()
     proc.terminate()
     proc.wait(10)
@@ -150,8 +149,8 @@ async def main_async(args: argparse.Namespace, admin: str, sched_kubeconfig: str
     logs = Path(tempfile.mkdtemp(prefix="shoal-bench-logs-"))
     try:
         deploy = REPO / "deploy"
-        await apply_manifests(admin, sorted((deploy / "crds").glob("*.yaml")) + [deploy / "priorityclasses.yaml",
-                                                                                 deploy / "rbac.yaml"])
+        manifests = [*sorted((deploy / "crds").glob("*.yaml")), deploy / "priorityclasses.yaml", deploy / "rbac.yaml"]
+        await apply_manifests(admin, manifests)
         for q, parent in (("default-parent-queue", ""), ("default-queue", "default-parent-queue")):
             spec: dict[str, Any] = {"resources": {r: {"quota": 0 if r != "gpu" else -1, "limit": -1,
                                                       "overQuotaWeight": 1} for r in ("cpu", "memory", "gpu")}}
@@ -207,7 +206,7 @@ async def wait_http(url: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=1) as r:  # noqa: S310 (loopback only)
+            with urllib.request.urlopen(url, timeout=1) as r:
                 if r.status == 200:
                     return
         except OSError:

@@ -96,7 +96,7 @@ def test_kai_examples_run_unchanged(kenv: KEnv, shoal_runner: Any) -> None:
         job = kenv.client.get(Job, "batch-job", namespace=kenv.namespace)
         assert job.status.active == 2
     finally:
-        for ns in frac_ns[1:] + [mem_ns]:
+        for ns in [*frac_ns[1:], mem_ns]:
             kenv.client.delete(Namespace, ns)
 
 

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from shoal.kube.convert import (
-    ConvertError, gpu_request, implicit_podgroup, node_from, pod_from, pod_status, podgroup_from, queue_from,
+    ConvertError,
+    gpu_request,
+    implicit_podgroup,
+    node_from,
+    pod_from,
+    pod_status,
+    podgroup_from,
+    queue_from,
 )
 from shoal.model.pod import GpuRequest
 from shoal.model.status import PodStatus
@@ -92,7 +99,7 @@ def test_pending_pod_ignores_stale_gpu_group_label() -> None:
 def test_bad_quantity_is_a_convert_error() -> None:
     obj = pod_obj()
     obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
-    with pytest.raises(ConvertError, match="resources.cpu"):
+    with pytest.raises(ConvertError, match=r"resources\.cpu"):
         pod_from(obj, "job")
 
 

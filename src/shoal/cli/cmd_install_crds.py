@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if root is None:
         print("shoal install-crds: cannot find the deploy/ manifests; pass --deploy-dir")
         return 2
-    files = sorted((root / "crds").glob("*.yaml")) + [root / "priorityclasses.yaml"]
+    files = [*sorted((root / "crds").glob("*.yaml")), root / "priorityclasses.yaml"]
     if args.rbac:
         files.append(root / "rbac.yaml")
     for line in asyncio.run(apply_manifests(args.kubeconfig, files)):

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
 from shoal.framework.decisions import Bind, Decisions, Evict, GangExplanation
 from shoal.kube.cache import ClusterCache, Problem
@@ -142,13 +143,12 @@ class Applier:
             text = f"{', '.join(ex.reasons)}: {message}"
             if not job.startswith("pod:") and job in self.cache.podgroups and self.written.get(job) != text:
                 self.written[job] = text
-                writes.append((job, lambda j=job, e=ex, t=message: self._podgroup_condition(j, e, t)))
+                writes.append((job, partial(self._podgroup_condition, job, ex, message)))
             for ref in self.cache.pending_pods_of(job):
                 if self.written.get(ref.uid) == text:
                     continue
                 self.written[ref.uid] = text
-                writes.append((ref.uid,
-                               lambda r=ref, t=message: self._pod_unschedulable(r.namespace, r.name, r.uid, t)))
+                writes.append((ref.uid, partial(self._pod_unschedulable, ref.namespace, ref.name, ref.uid, message)))
         await self._run_budgeted(writes, stats, sem, budget)
 
     async def _run_budgeted(self, writes: list[tuple[str, Callable[[], Awaitable[None]]]], stats: ApplyStats,
@@ -195,8 +195,8 @@ class Applier:
         patches: dict[str, dict[str, str | None]] = defaultdict(dict)
         for job, ts in d.last_start_times.items():
             patches[job][LAST_START_ANNOTATION] = rfc3339(ts)
-        for job, ts in d.stale_since.items():
-            patches[job][STALE_ANNOTATION] = rfc3339(ts) if ts is not None else None
+        for job, stale in d.stale_since.items():
+            patches[job][STALE_ANNOTATION] = rfc3339(stale) if stale is not None else None
 
         async def one(key: str, anns: dict[str, str | None]) -> None:
             ns, name = key.split("/", 1)
@@ -216,7 +216,7 @@ class Applier:
             if self.written.get(wkey) == p.message:
                 continue
             self.written[wkey] = p.message
-            writes.append((wkey, lambda p=p: self._report(p)))
+            writes.append((wkey, partial(self._report, p)))
         await self._run_budgeted(writes, stats, sem, budget)
 
     async def _report(self, p: Problem) -> None:

@@ -73,6 +73,8 @@ class KubeClient:
             config = KubeConfig.from_file(kubeconfig).get()
         else:
             config = KubeConfig.from_env().get()
+        if config is None:
+            raise ValueError(f"no usable context in kubeconfig {kubeconfig or '(environment)'}")
         params = ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=http2)
         self._http: httpx.AsyncClient = AsyncClient(config, params)
 

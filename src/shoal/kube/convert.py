@@ -307,7 +307,7 @@ def _queue_resource(raw: JSON, where: str, unit: int) -> QueueResource:
         raise ConvertError(f"{where}: limit {lim:g} is below quota {q:g}")
 
     def scaled(v: float) -> int:
-        return UNLIMITED if v == UNLIMITED else int(round(v * unit))
+        return UNLIMITED if v == UNLIMITED else round(v * unit)
 
     return QueueResource(quota=scaled(q), limit=scaled(lim), over_quota_weight=values["overQuotaWeight"])
 

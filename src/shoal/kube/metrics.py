@@ -7,6 +7,7 @@ asyncio server so it shares the scheduler's event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -72,10 +73,8 @@ class SchedulerMetrics:
         if key in self._pods:
             self._pods.discard(key)
             for g in (self.pod_gpu_devices, self.pod_gpu_fraction, self.pod_gpu_memory):
-                try:
+                with contextlib.suppress(KeyError):
                     g.remove(*key)
-                except KeyError:
-                    pass
 
     def pod_evicted(self, action: str) -> None:
         self.evicted.labels(action).inc()
@@ -93,14 +92,10 @@ class SchedulerMetrics:
         for gone in self._queues - seen:
             for g in (self.fair_share, self.allocated, self.requested):
                 for res in QUEUE_RESOURCES:
-                    try:
+                    with contextlib.suppress(KeyError):
                         g.remove(gone, res)
-                    except KeyError:
-                        pass
-            try:
+            with contextlib.suppress(KeyError):
                 self.pending_gangs.remove(gone)
-            except KeyError:
-                pass
         self._queues = seen
 
     def render(self) -> bytes:
