@@ -1,0 +1,83 @@
+"""Compare scheduler configurations on one workload: one table and one set of plots side by side."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from shoal.sim.report import _html_table, fmt_seconds, headline, plots, result_json, write_index
+from shoal.sim.simulation import SimResult
+
+
+def _rows(results: list[SimResult]) -> tuple[list[str], list[list[str]]]:
+    queues = results[0].queues
+    head = [
+        "config",
+        "alloc %",
+        "useful %",
+        "wait mean",
+        "wait p90",
+        "wait p99",
+        "JCT mean",
+        "unstarted",
+        "evicted gangs",
+        *[f"{q} wait" for q in queues],
+    ]
+    rows = []
+    for r in results:
+        h, a = headline(r), r.summary["ALL"]
+        evicted = sum((r.counters.get("evicted_gangs") or {}).values())
+        rows.append(
+            [
+                r.config,
+                f"{h['allocated_pct']:.1f}",
+                f"{h['useful_pct']:.1f}",
+                fmt_seconds(a["wait"]["mean"]),
+                fmt_seconds(a["wait"]["p90"]),
+                fmt_seconds(a["wait"]["p99"]),
+                fmt_seconds(a["jct"]["mean"]),
+                str(a["unstarted"]),
+                str(evicted),
+                *[fmt_seconds(r.summary[q]["wait"]["mean"]) for q in queues],
+            ]
+        )
+    return head, rows
+
+
+def compare_table(results: list[SimResult]) -> Table:
+    head, rows = _rows(results)
+    t = Table(title=f"{results[0].scenario} · seed {results[0].seed} · {len(results)} configurations")
+    for h in head:
+        t.add_column(h, justify="left" if h == "config" else "right")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def write_compare(results: list[SimResult], out: Path, console: Console | None = None) -> Path:
+    """Report directory for a comparison; returns the path of `index.html`."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = {
+        "scenario": results[0].scenario,
+        "seed": results[0].seed,
+        "runs": [result_json(r, include_series=False) for r in results],
+    }
+    (out / "compare.json").write_text(json.dumps(data, indent=1, allow_nan=False), encoding="utf-8")
+    images = plots(results, out)
+    head, rows = _rows(results)
+    table = (
+        "<table><tr>"
+        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+        + "</table>"
+    )
+    tables = [("configurations", table)] + [(f"config {r.config}", _html_table(r)) for r in results]
+    write_index(out, f"shoal simulate compare: {results[0].scenario}", tables, images, ["compare.json"])
+    if console is not None:
+        console.print(compare_table(results))
+    return out / "index.html"
