@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from shoal.actions import allocate, consolidation, preempt, reclaim, stalegangeviction
 from shoal.framework.session import Session
-from shoal.plugins import ordering, predicates, proportion, scoring, topology
+from shoal.plugins import minruntime, ordering, predicates, proportion, scoring, topology
 
 PluginOpen = Callable[[Session, dict[str, str]], None]
 Action = Callable[[Session], None]
@@ -35,7 +35,7 @@ def plugin_registry() -> dict[str, PluginOpen]:
         # Pod-set order is built into the allocation (shoal.actions.job_allocation.pod_set_order).
         "subgrouporder": _noop,
         "dynamicresources": _noop,
-        "minruntime": _noop,
+        "minruntime": minruntime.open_minruntime,
         "topology": topology.open_topology,
         "snapshot": _noop,
         "podaffinity": _noop,

@@ -1,0 +1,137 @@
+"""The minruntime plugin (kai-spec §9.1): a job that started recently is protected from being
+preempted or reclaimed until it has run for its queue's minimum runtime.
+
+Arguments: `defaultPreemptMinRuntime`, `defaultReclaimMinRuntime` (Go durations, default `0s`),
+`reclaimResolveMethod` (`lca`, the default, or `queue`). A queue's `preempt_min_runtime` /
+`reclaim_min_runtime` (None = not set) is inherited down the queue tree: the first value set on
+the queue or an ancestor wins.
+
+* preempt: the victim's leaf queue and its ancestors.
+* reclaim, `queue`: the same walk from the victim's leaf queue.
+* reclaim, `lca`: the walk starts at the child of the reclaimer/victim lowest common ancestor on
+  the victim's side (the victim's top-level queue when the two share no ancestor).
+
+A non-elastic protected job is never a victim. An elastic job is not filtered out (it may lose
+pods above its minimum), but a scenario that takes a protected elastic job below its minimum is
+rejected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from shoal.framework.jobs import Job, QueueInfo, Task
+from shoal.framework.session import Session
+
+_Runtime = Callable[[Job, Job], float]
+_Filter = Callable[[Session, Job, Job], bool]
+_Validator = Callable[[Session, Job, dict[str, list[Task]]], bool]
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a Go duration (`90s`, `1h30m`, `0`); a bare number is seconds.
+
+    Raises ValueError naming the text when it is not a duration."""
+    t = text.strip()
+    if not t:
+        return 0.0
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    sign = -1.0 if t.startswith("-") else 1.0
+    body = t.lstrip("+-")
+    pos, total = 0, 0.0
+    for m in _PART.finditer(body):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(body) or not body:
+        raise ValueError(f"minruntime: {text!r} is not a duration (e.g. 90s, 10m, 1h30m)")
+    return sign * total
+
+
+def _first_set(q: QueueInfo | None, attr: str) -> float | None:
+    while q is not None:
+        value: float | None = getattr(q.spec, attr)
+        if value is not None:
+            return value
+        q = q.parent
+    return None
+
+
+def reclaim_start(reclaimer: QueueInfo, victim: QueueInfo) -> QueueInfo:
+    """The queue the `lca` walk starts from: the victim-side child of the lowest common ancestor."""
+    mine = {id(q) for q in reclaimer.ancestors()}
+    chain = victim.ancestors()  # leaf first
+    for i, q in enumerate(chain):
+        if id(q) in mine:
+            return chain[i - 1] if i > 0 else q
+    return chain[-1]
+
+
+def is_elastic(job: Job) -> bool:
+    return any(len(ps.tasks) > ps.min_available for ps in job.pod_sets.values())
+
+
+def started(job: Job) -> float | None:
+    """The job's last start time, else the latest start time of its pods (None = unknown)."""
+    if job.last_start_time is not None:
+        return job.last_start_time
+    times = [t.pod.start_time for t in job.tasks if t.pod.start_time is not None]
+    return max(times) if times else None
+
+
+def protected(now: float, job: Job, min_runtime: float) -> bool:
+    """Inside its protection window: `now < start + min_runtime` (never when the start is unknown)."""
+    start = started(job)
+    return start is not None and min_runtime > 0 and now < start + min_runtime
+
+
+def open_minruntime(ssn: Session, args: dict[str, str]) -> None:
+    preempt_default = parse_duration(args.get("defaultPreemptMinRuntime", "0s"))
+    reclaim_default = parse_duration(args.get("defaultReclaimMinRuntime", "0s"))
+    method = args.get("reclaimResolveMethod", "lca")
+    if method not in ("lca", "queue"):
+        raise ValueError(f"minruntime: reclaimResolveMethod {method!r}: expected lca or queue")
+
+    def preempt_runtime(preemptor: Job, victim: Job) -> float:
+        value = _first_set(victim.queue, "preempt_min_runtime")
+        return preempt_default if value is None else value
+
+    def reclaim_runtime(reclaimer: Job, victim: Job) -> float:
+        if victim.queue is None:
+            return reclaim_default
+        start = victim.queue
+        if method == "lca" and reclaimer.queue is not None:
+            start = reclaim_start(reclaimer.queue, victim.queue)
+        value = _first_set(start, "reclaim_min_runtime")
+        return reclaim_default if value is None else value
+
+    def make_filter(runtime: _Runtime) -> _Filter:
+        def keep(ssn: Session, preemptor: Job, victim: Job) -> bool:
+            return is_elastic(victim) or not protected(ssn.now, victim, runtime(preemptor, victim))
+        return keep
+
+    def make_validator(runtime: _Runtime) -> _Validator:
+        def valid(ssn: Session, preemptor: Job, victims: dict[str, list[Task]]) -> bool:
+            for uid in victims:
+                v = ssn.jobs[uid]
+                if not protected(ssn.now, v, runtime(preemptor, v)):
+                    continue
+                if any(ps.active_allocated < ps.min_available for ps in v.pod_sets.values()):
+                    return False
+            return True
+        return valid
+
+    ssn.hooks.preempt_victim_filters.append(make_filter(preempt_runtime))
+    ssn.hooks.reclaim_victim_filters.append(make_filter(reclaim_runtime))
+    ssn.hooks.preempt_validators.append(make_validator(preempt_runtime))
+    ssn.hooks.reclaim_validators.append(make_validator(reclaim_runtime))
+
+

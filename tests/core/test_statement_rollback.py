@@ -1,0 +1,92 @@
+"""Property: rolling a statement back to a checkpoint restores the session exactly (every node
+matrix, every shared-GPU group, every task, pod-set counter and queue allocation), whatever
+sequence of allocate / pipeline / evict operations ran after it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shoal.cycle import open_session
+from shoal.framework.config import SchedulerConfig
+from shoal.framework.session import Session
+from shoal.framework.statement import Statement
+from shoal.model import GpuRequest, Pod, PodStatus
+
+from .reclaim_world import GIB, World
+
+
+def world(n_nodes: int, running: list[int], pending: int, shared: int) -> Session:
+    w = World().queue("q0", quota=2).queue("q1")
+    for i in range(n_nodes):
+        w.node(f"n{i}", 4)
+    for k, node in enumerate(running):
+        w.job(f"r{k}", "q0" if k % 2 else "q1", nodes=[f"n{node % n_nodes}"], priority=50 + 50 * (k % 3 == 0))
+    for k in range(pending):
+        w.job(f"p{k}", "q1", gpus=1 + k % 2)
+    for k in range(shared):
+        w.job(f"s{k}", "q0")
+        w.snapshot.pods[-1] = Pod(f"s{k}-0", f"s{k}-0", "ns", f"s{k}", PodStatus.PENDING, cpu_milli=100,
+                                  memory=GIB, gpu=GpuRequest(portion_milli=250 + 250 * (k % 2)))
+    return open_session(w.snapshot, SchedulerConfig(actions=()))
+
+
+def state(ssn: Session) -> dict[str, Any]:
+    n = ssn.nodes
+    return {
+        "matrices": [m.copy() for m in (n.idle, n.releasing, n.used)],
+        "groups": [{g: (v.used, v.allocated, v.releasing) for g, v in groups.items()} for groups in n.groups],
+        "tasks": {u: (t.status, t.node, list(t.groups), t.portion) for u, t in ssn.tasks.items()},
+        "pod_sets": {(j.uid, name): (ps.active_allocated, ps.active_used, ps.alive, ps.gated)
+                     for j in ssn.jobs.values() for name, ps in j.pod_sets.items()},
+        "queues": {q: (v.allocated.copy(), v.allocated_np.copy()) for q, v in ssn.queues.items()},
+    }
+
+
+def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if not all(np.array_equal(x, y) for x, y in zip(a["matrices"], b["matrices"], strict=True)):
+        return False
+    if any(not (np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]))
+           for x, y in zip(a["queues"].values(), b["queues"].values(), strict=True)):
+        return False
+    return a["groups"] == b["groups"] and a["tasks"] == b["tasks"] and a["pod_sets"] == b["pod_sets"]
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["allocate", "pipeline", "evict", "checkpoint", "rollback"]),
+                         st.integers(0, 50), st.integers(0, 50)), max_size=40)
+
+
+@settings(max_examples=120, deadline=None)
+@given(n_nodes=st.integers(1, 3), running=st.lists(st.integers(0, 5), max_size=8),
+       pending=st.integers(0, 4), shared=st.integers(0, 3), ops=OPS)
+def test_rollback_restores_everything(n_nodes: int, running: list[int], pending: int, shared: int,
+                                      ops: list[tuple[str, int, int]]) -> None:
+    ssn = world(n_nodes, running, pending, shared)
+    stmt = Statement(ssn)
+    tasks = sorted(ssn.tasks.values(), key=lambda t: t.uid)
+    marks = [(stmt.checkpoint(), state(ssn))]
+    for op, a, b in ops:
+        task = tasks[a % len(tasks)] if tasks else None
+        node = b % len(ssn.nodes)
+        if op == "checkpoint":
+            marks.append((stmt.checkpoint(), state(ssn)))
+        elif op == "rollback":
+            cp, want = marks[a % len(marks)]
+            stmt.rollback(cp)
+            assert same(state(ssn), want)
+            marks = [m for m in marks if m[0] <= cp]
+        elif task is None:
+            continue
+        elif op in ("allocate", "pipeline") and task.status in (PodStatus.PENDING, PodStatus.RELEASING):
+            groups = [ssn.nodes.fresh_group_name(node, set())] if task.pod.gpu.is_shared else []
+            if op == "allocate" and task.status == PodStatus.PENDING:
+                stmt.allocate(task, node, groups)
+            else:
+                stmt.pipeline(task, node, groups)
+        elif op == "evict" and task.status & (PodStatus.RUNNING | PodStatus.ALLOCATED | PodStatus.PIPELINED):
+            stmt.evict(task, "test", "property")
+    stmt.discard()
+    assert same(state(ssn), marks[0][1])
