@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from shoal.actions import allocate, consolidation, preempt, reclaim, stalegangeviction
 from shoal.framework.session import Session
-from shoal.plugins import minruntime, ordering, predicates, proportion, scoring, topology
+from shoal.plugins import dynamicresources, minruntime, ordering, predicates, proportion, scoring, topology
 
 PluginOpen = Callable[[Session, dict[str, str]], None]
 Action = Callable[[Session], None]
@@ -34,7 +34,7 @@ def plugin_registry() -> dict[str, PluginOpen]:
         "nominatednode": scoring.open_nominatednode,
         # Pod-set order is built into the allocation (shoal.actions.job_allocation.pod_set_order).
         "subgrouporder": _noop,
-        "dynamicresources": _noop,
+        "dynamicresources": dynamicresources.open_dynamicresources,
         "minruntime": minruntime.open_minruntime,
         "topology": topology.open_topology,
         "snapshot": _noop,

@@ -26,7 +26,8 @@ from shoal.model import (
     Topology,
     TopologyConstraint,
 )
-from shoal.model.resources import MILLI
+from shoal.model.dra import ResourceClaim, pod_dra_gpus
+from shoal.model.resources import GPU, MILLI
 from shoal.model.status import ALLOCATED
 
 NOW = 1_700_000_000.0
@@ -86,7 +87,38 @@ def build_snapshot(sc: Scenario, jobs_state: list[dict[str, Any]] | None = None)
         pg, pods = _job(raw, (derived.get("jobs") or {}).get(raw["name"]) or {})
         snap.podgroups.append(pg)
         snap.pods.extend(pods)
+    if d.get("dra"):
+        _apply_dra(d["dra"], jobs_state if jobs_state is not None else d.get("jobs") or [], snap)
     return snap
+
+
+def _apply_dra(dra: dict[str, Any], jobs: list[dict[str, Any]], snap: ClusterSnapshot) -> None:
+    """DRA objects of the scenario (README §3 `dra`): claims; every slice device is a GPU of its
+    node (the fake's driver is nvidia.com/gpu); pods get their claim names and claimed GPUs."""
+    for c in dra.get("resource_claims") or []:
+        status = c.get("claim_status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        claim = ResourceClaim(
+            name=c["name"], namespace=c.get("namespace", "") or "", device_class=c.get("device_class_name", ""),
+            count=int(c.get("count", 1) or 1), labels={k: str(v) for k, v in (c.get("labels") or {}).items()},
+            reserved_for=len(status.get("reservedFor") or []),
+            allocated=tuple(f"{r.get('pool', '')}/{r.get('device', '')}" for r in results))
+        snap.resource_claims[(claim.namespace, claim.name)] = claim
+    nodes = {n.name: n for n in snap.nodes}
+    for sl in dra.get("resource_slices") or []:
+        node = nodes.get(sl.get("node_name", ""))
+        if node is not None:
+            node.allocatable[GPU] = node.allocatable.get(GPU, 0) + int(sl.get("count", 0) or 0)
+    names: dict[str, tuple[str, ...]] = {}
+    for raw in jobs:
+        for i, t in enumerate(raw.get("tasks") or []):
+            if t.get("resource_claim_names"):
+                names[t.get("name") or f"{raw['name']}-{i}"] = tuple(t["resource_claim_names"])
+    for pod in snap.pods:
+        claims = names.get(pod.uid)
+        if claims:
+            pod.resource_claims = claims
+            pod.dra_gpus = pod_dra_gpus(pod.namespace, claims, snap.resource_claims)
 
 
 def _raw_node(d: dict[str, Any], name: str) -> dict[str, Any]:

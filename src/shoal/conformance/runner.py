@@ -49,8 +49,6 @@ def unsupported_reason(sc: Scenario) -> str:
         return f"action(s) not implemented yet: {', '.join(needed)}"
     if sc.kind == "full_cycle" and needed and _full_cycle_needs_eviction(sc):
         return f"action(s) not implemented yet: {', '.join(needed)}"
-    if d.get("dra"):
-        return "DRA not implemented yet"
     return ""
 
 

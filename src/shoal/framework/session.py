@@ -118,7 +118,7 @@ class Session:
     def task_vector(self, pod: Pod) -> np.ndarray:
         """The pod's regular resources as a vector (GPU column: whole GPUs only). Shared between
         pods with equal requests, so it must never be modified in place."""
-        key = (pod.cpu_milli, pod.memory, 0 if pod.gpu.is_shared else pod.gpu.whole,
+        key = (pod.cpu_milli, pod.memory, 0 if pod.gpu.is_shared else pod.gpu.whole, pod.dra_gpus,
                tuple(pod.mig.items()), tuple(pod.extended.items()))
         cache = self._vec_cache
         v = cache.get(key)
@@ -130,6 +130,7 @@ class Session:
         v[PODS_COL] = 1
         if not pod.gpu.is_shared:
             v[GPU_COL] = pod.gpu.whole * MILLI
+        v[GPU_COL] += pod.dra_gpus * MILLI  # DRA-claimed GPUs occupy whole devices (kai-spec §3.15)
         for name, amount in (*pod.mig.items(), *pod.extended.items()):
             v[self.space.index[name]] = amount
         v.flags.writeable = False

@@ -99,6 +99,10 @@ class Pod:
     best_effort: bool = False
     #: The last time this pod (re)started running, for min-runtime; None if never.
     start_time: float | None = None
+    #: DRA ResourceClaims the pod references (names in its namespace), see shoal.model.dra.
+    resource_claims: tuple[str, ...] = ()
+    #: GPUs its DRA claims ask for (GPU device classes); they count as whole GPUs for quota and fit.
+    dra_gpus: int = 0
 
     def __post_init__(self) -> None:
         if self.best_effort:
@@ -112,11 +116,12 @@ class Pod:
     def gpu_quota_milli(self) -> int:
         """KAI's `GetGpusQuota`: GPUs() + MIG slices (g x count); GPU memory counts 0 here."""
         if not self.mig:
-            return self.gpu.milli
+            return self.gpu.milli + self.dra_gpus * MILLI
         from shoal.model.resources import mig_gpu_slices
 
-        return self.gpu.milli + sum((mig_gpu_slices(r) or 0) * n * MILLI for r, n in self.mig.items())
+        return (self.gpu.milli + self.dra_gpus * MILLI
+                + sum((mig_gpu_slices(r) or 0) * n * MILLI for r, n in self.mig.items()))
 
     @property
     def is_cpu_only(self) -> bool:
-        return not self.gpu.any and not self.mig
+        return not self.gpu.any and not self.mig and not self.dra_gpus

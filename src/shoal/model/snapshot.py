@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shoal.model.dra import ResourceClaim
 from shoal.model.node import Node
 from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
@@ -28,3 +29,5 @@ class ClusterSnapshot:
     topologies: list[Topology] = field(default_factory=list)
     usage: dict[str, dict[str, float]] = field(default_factory=dict)
     other_used: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: DRA ResourceClaims by (namespace, name); see shoal.model.dra.
+    resource_claims: dict[tuple[str, str], ResourceClaim] = field(default_factory=dict)

@@ -1,0 +1,50 @@
+"""DRA (dynamic resource allocation) objects as far as the scheduler counts them (kai-spec §3.15).
+
+A `ResourceClaim` asks `count` devices of a device class; a class whose name contains "gpu" makes
+them GPUs, which count as whole GPUs of the pod for quota, fit and topology (`Pod.dra_gpus`). A
+claim made from a pod's template belongs to that pod; any other claim is shared and must carry the
+job's queue label. `reserved_for` is the number of pods the claim is reserved for already.
+Device choice (the DRA structured allocator) is left to the binder and not modelled here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Pods one claim may be reserved for (Kubernetes' ResourceClaimReservedForMaxSize).
+MAX_CLAIM_CONSUMERS = 256
+QUEUE_LABEL = "kai.scheduler/queue"
+
+
+def is_gpu_device_class(name: str) -> bool:
+    return "gpu" in name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    name: str
+    namespace: str
+    device_class: str
+    count: int = 1
+    labels: dict[str, str] = field(default_factory=dict)
+    reserved_for: int = 0
+    #: Created from the pod's resource-claim template (not shared with other pods).
+    from_template: bool = False
+    #: Devices already allocated to the claim ("pool/device" names), empty if not allocated.
+    allocated: tuple[str, ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        """GPUs this claim asks for (0 for a non-GPU device class)."""
+        return self.count if is_gpu_device_class(self.device_class) else 0
+
+
+def pod_dra_gpus(namespace: str, claim_names: tuple[str, ...] | list[str],
+                 claims: dict[tuple[str, str], ResourceClaim]) -> int:
+    """GPUs the pod's claims ask for (unknown claims count 0; the scheduler reports them)."""
+    total = 0
+    for name in claim_names:
+        claim = claims.get((namespace, name))
+        if claim is not None:
+            total += claim.gpus
+    return total
