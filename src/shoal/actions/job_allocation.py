@@ -257,15 +257,15 @@ def _allocate_shared(ssn: Session, stmt: Statement, task: Task, i: int, fits_idl
     groups: list[str] = []
     releasing = False
     fresh: set[str] = set()
-    for _score, _seq, g in chosen:
-        if g is None:
-            name = nodes.fresh_group_name(i, fresh)
-            fresh.add(name)
-            groups.append(name)
+    for _score, _seq, group in chosen:
+        if group is None:
+            fresh_name = nodes.fresh_group_name(i, fresh)
+            fresh.add(fresh_name)
+            groups.append(fresh_name)
             releasing |= not fits_idle
         else:
-            groups.append(g)
-            releasing |= not nodes.group_fits_idle(i, g, mib) or not fits_idle
+            groups.append(group)
+            releasing |= not nodes.group_fits_idle(i, group, mib) or not fits_idle
     if releasing or pipeline_only:
         stmt.pipeline(task, i, groups, update_if_exists=not pipeline_only)
     else:

@@ -58,8 +58,8 @@ def fit_masks(ssn: Session, task: Task, rows: Rows = None) -> tuple[np.ndarray, 
         idle = nodes.idle[ix]
         free = idle + nodes.releasing[ix]
     need = vec[cols]
-    fits_idle: np.ndarray = (idle >= need).all(axis=1)
-    fits_free: np.ndarray = (free >= need).all(axis=1)
+    fits_idle: np.ndarray = np.asarray((idle >= need).all(axis=1))
+    fits_free: np.ndarray = np.asarray((free >= need).all(axis=1))
     if pod.gpu.is_shared:
         g = pod.gpu
         fit_groups, idle_groups = shared_group_fit_counts(ssn, task, rows)

@@ -73,10 +73,10 @@ class JobsByQueue:
     # -- queue heaps -------------------------------------------------------------------------
     def best_job(self, q: QueueInfo) -> Job | None:
         if q.is_leaf:
-            heap = self.leaves.get(q.name)
-            return heap[0][2] if heap else None
-        heap = self.heaps.get(q.name)
-        return self.best_job(heap[0].q) if heap else None
+            jobs = self.leaves.get(q.name)
+            return jobs[0][2] if jobs else None
+        queues = self.heaps.get(q.name)
+        return self.best_job(queues[0].q) if queues else None
 
     def _attach(self, q: QueueInfo) -> None:
         """Insert q (if it has jobs) and its ancestors into their parents' heaps."""

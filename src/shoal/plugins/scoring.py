@@ -50,7 +50,8 @@ def open_nominatednode(ssn: Session, args: dict[str, str]) -> None:
         if not name or name not in s.nodes.index:
             return 0.0
         idx = np.arange(len(s.nodes)) if rows is None else rows
-        return (idx == s.nodes.index[name]) * NOMINATED
+        out: np.ndarray = (idx == s.nodes.index[name]) * NOMINATED
+        return out
     ssn.hooks.node_scorers.append(score)
 
 
