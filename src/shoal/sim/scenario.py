@@ -8,7 +8,7 @@ Schema (all sections documented in docs/simulator.md):
     queues: [...Queue objects or short form...] | {file: queues.yaml}
     workload: {source: jobs|philly|pollux|sia|openb, file: PATH, sample: {fraction|count}, ...}
     simulation: {cycle_interval: 10s, duration: 2d, eviction_grace: 30s, sample_interval: 5m,
-                 full_cycle_every: 60s}
+                 full_cycle_every: 0}
     scheduler: {...KAI config...} | PATH
 
 Paths are relative to the scenario file; `${traces}` is the shared traces directory
@@ -44,7 +44,7 @@ class SimSettings:
     duration: float = 0.0  # 0 = until every job finished (capped at 60 days)
     eviction_grace: float = 30.0
     sample_interval: float = 300.0
-    full_cycle_every: float = 60.0
+    full_cycle_every: float = 0.0
 
 
 @dataclass(slots=True)
@@ -203,10 +203,18 @@ def load_scenario(
         raise SimInputError(f"{at}: unknown top-level field(s) {', '.join(sorted(unknown))}")
     base = path.parent
     run_seed = int(number(data.get("seed", 0), at, "seed")) if seed is None else seed
-    nodes, topologies = _cluster(mapping(data.get("cluster"), at, "cluster"), base, at)
+    nodes, topologies = _cluster(
+        mapping(data.get("cluster"), at, "cluster"), base, where(path, data.get("cluster"))
+    )
     queues = _queues(data.get("queues"), base, at)
     rng = random.Random(run_seed)
-    jobs = _workload(mapping(data.get("workload"), at, "workload"), base, at, rng, leaf_names(queues))
+    jobs = _workload(
+        mapping(data.get("workload"), at, "workload"),
+        base,
+        where(path, data.get("workload")),
+        rng,
+        leaf_names(queues),
+    )
     if config is None:
         sched = data.get("scheduler")
         if isinstance(sched, str):
@@ -219,7 +227,9 @@ def load_scenario(
         nodes=nodes,
         queues=queues,
         jobs=jobs,
-        settings=_settings(mapping(data.get("simulation"), at, "simulation"), at),
+        settings=_settings(
+            mapping(data.get("simulation"), at, "simulation"), where(path, data.get("simulation"))
+        ),
         scheduler=config,
         topologies=topologies,
         source=str(path),

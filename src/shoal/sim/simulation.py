@@ -1,8 +1,9 @@
 """One simulation: the engine, the simulated cluster and the real scheduling core on a virtual clock.
 
 Cycles run every `cycle_interval` seconds, but a cycle whose input cannot have changed is skipped
-(no arrival, finish, release or decision since the last cycle, and less than `full_cycle_every`
-seconds since the last full cycle): the core is deterministic, so it would decide nothing new.
+(no arrival, finish, release or decision since the last cycle): the core is deterministic, so
+it would decide nothing new. `full_cycle_every` (seconds, 0 = never) forces a cycle anyway, for
+policies that depend on the clock alone (min runtime, stale-gang grace periods).
 A cycle with nothing pending is skipped too (every action needs a pending gang).
 """
 
@@ -130,7 +131,8 @@ class Simulation:
         if self.cluster.pending_jobs <= 0:
             self.counters["cycles_idle"] += 1
             return
-        if not self.cluster.changed and now - self._last_full < settings.full_cycle_every:
+        every = settings.full_cycle_every
+        if not self.cluster.changed and (every <= 0 or now - self._last_full < every):
             self.counters["cycles_skipped"] += 1
             return
         self.cluster.changed = False
@@ -159,13 +161,13 @@ class Simulation:
         self.engine.schedule(first, CYCLE, "cycle")
         self.engine.schedule(0.0, SAMPLE, "sample")
         horizon = s.duration if s.duration > 0 else MAX_HORIZON
-        wall = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         cb = (lambda now: progress(now, horizon)) if progress else None
         self.engine.run(until=horizon, on_progress=cb)
         end = self.engine.now
         if not self.metrics.series.t or self.metrics.series.t[-1] < end:
             self.metrics.sample(end)
-        wall = time.perf_counter() - wall
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         all_jobs = self.cluster.finished + list(self.cluster.jobs.values())
         useful = sum(j.spec.duration * j.spec.total_gpu_milli for j in self.cluster.finished)
         useful += sum(
@@ -179,6 +181,7 @@ class Simulation:
             {
                 "events": self.engine.processed,
                 "wall_seconds": wall,
+                "cpu_seconds": cpu,
                 "core_seconds": self._cycle_seconds,
                 "evicted_pods": dict(sorted(self.cluster.evicted_pods.items())),
                 "evicted_gangs": dict(sorted(self.cluster.evicted_gangs.items())),
