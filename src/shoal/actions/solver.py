@@ -28,6 +28,7 @@ from shoal.framework.statement import Statement
 from shoal.model.resources import GPU_COL, MILLI
 from shoal.model.status import PodStatus
 
+
 def request_vector(tasks: list[Task]) -> np.ndarray:
     """KAI's job init resource in queue units: GPU-memory tasks count memory/100 GPUs."""
     total = np.zeros(3)
@@ -54,6 +55,68 @@ def partial_minimums(job: Job, tasks: list[Task]) -> Iterator[None]:
             ps.spec = saved[name]
 
 
+def could_fit(ssn: Session, tasks: list[Task], mask: np.ndarray) -> bool:
+    """False when some whole-resource task fits no allowed node even counting releasing
+    resources (so an allocation attempt must fail); True otherwise (shared / best-effort
+    tasks are not judged here)."""
+    nodes = ssn.nodes
+    free: np.ndarray | None = None
+    for t in tasks:
+        if t.pod.gpu.is_shared or t.pod.best_effort:
+            return True
+        if free is None:
+            free = nodes.idle + nodes.releasing
+        cols = np.flatnonzero(t.vec)
+        if not ((free[:, cols] >= t.vec[cols]).all(axis=1) & mask).any():
+            return False
+    return True
+
+
+class _CapacityBound:
+    """A necessary condition for a scenario (KAI's idle-GPU filter), kept incrementally: the whole
+    GPUs idle or releasing on feasible and victim nodes, plus what the victims hold, must cover
+    the partial job in total and its largest task on some node. Shared, MIG and best-effort
+    partial jobs are never pruned (their capacity is not counted in whole GPUs)."""
+
+    def __init__(self, ssn: Session, partial: list[Task], feasible: np.ndarray) -> None:
+        self.off = any(t.pod.gpu.is_shared or t.pod.mig or t.pod.best_effort for t in partial)
+        need = [int(t.vec[GPU_COL]) for t in partial]
+        self.off |= not any(need)
+        self.total_need = sum(need)
+        self.max_need = max(need, default=0)
+        if self.off:
+            return
+        nodes = ssn.nodes
+        self.cap = np.maximum(nodes.idle[:, GPU_COL] + nodes.releasing[:, GPU_COL], 0).astype(np.int64)
+        self.mask = feasible.copy()
+        self.total = int(self.cap[self.mask].sum())
+        self.best = int(self.cap[self.mask].max(initial=0))
+
+    def add(self, victims: list[Task]) -> None:
+        if self.off:
+            return
+        for v in victims:
+            if v.node < 0 or v.status == PodStatus.RELEASING:
+                continue
+            i = v.node
+            if not self.mask[i]:
+                self.mask[i] = True
+                self.total += int(self.cap[i])
+            # A shared victim may free each of its devices (an upper bound keeps this sound).
+            gain = MILLI * len(v.groups) if v.pod.gpu.is_shared else int(v.vec[GPU_COL])
+            self.cap[i] += gain
+            self.total += gain
+            self.best = max(self.best, int(self.cap[i]))
+
+    def may_fit(self) -> bool:
+        return self.off or (self.total >= self.total_need and self.best >= self.max_need)
+
+
+#: Gangs up to this many tasks are solved one task at a time (KAI's snapshot behaviour, the
+#: one the conformance corpus records); larger gangs probe partial jobs by doubling.
+LINEAR_UP_TO = 16
+
+
 #: Validator: preemptor, victim tasks per victim job uid (state after the simulation).
 Validator = Callable[[Job, dict[str, list[Task]]], bool]
 
@@ -78,26 +141,20 @@ class VictimSolver:
         self.preemptor: Job | None = None
         self._pending: list[Job] = []
         self._rejected = False
+        self.full_set = False
 
     # -- entry point ---------------------------------------------------------------------
     def solve(self, job: Job) -> Statement | None:
         """A statement that makes room for `job` and pipelines it, or None (session unchanged)."""
         self.preemptor = job
-        saved = {j.uid: (list(j.fit_errors), list(j.reasons)) for j in self.ssn.jobs.values()}
+        # Simulated allocations must not leave fit errors behind (victims restore their own).
+        saved = {j.uid: (list(j.fit_errors), list(j.reasons)) for j in self.ssn.jobs.values()
+                 if j is job or j.fit_errors or j.reasons or j.has_status(PodStatus.PENDING)}
         before = job.active_used()
         tasks = tasks_to_allocate(job, real=False)
         self._pending = [j for j in self.ssn.jobs.values()
                          if j.queue is not None and j.queue.is_leaf and j.has_status(PodStatus.PENDING)]
-        recorded: list[Job] = []
-        stmt: Statement | None = None
-        for k in range(1, len(tasks) + 1):
-            sol = self._solve_partial(tasks[:k], recorded)
-            if sol is None:
-                stmt = None
-                break
-            if k < len(tasks):
-                sol.stmt.discard()
-            stmt, recorded = sol.stmt, sol.victim_jobs
+        stmt = self._search(tasks) if tasks else None
         for uid, (errs, reasons) in saved.items():
             self.ssn.jobs[uid].fit_errors, self.ssn.jobs[uid].reasons = errs, reasons
         if stmt is None:
@@ -107,11 +164,44 @@ class VictimSolver:
             return None
         return stmt
 
+    def _search(self, tasks: list[Task]) -> Statement | None:
+        """Partial jobs of k = 1, 2, ... tasks (one task at a time up to `LINEAR_UP_TO` tasks,
+        then doubling, then a binary search below the first failure, like KAI's newer solver);
+        every success records its victims for the next probe. The last probe is the whole job;
+        its statement is the result (None when it fails)."""
+        n = len(tasks)
+        self.full_set = n > LINEAR_UP_TO
+        recorded: list[Job] = []
+        lo, k, hi = 0, 1, n + 1
+        while True:
+            sol = self._solve_partial(tasks[:k], recorded)
+            if sol is not None and k == n:
+                return sol.stmt
+            if sol is not None:
+                sol.stmt.discard()
+                recorded, lo = sol.victim_jobs, k
+            elif k == n or n <= LINEAR_UP_TO:
+                return None
+            else:
+                hi = k
+            if hi <= n:
+                if hi - lo <= 1:
+                    k = n  # the best partial job is found: one last probe for the whole job
+                    hi = n + 1
+                    if lo == 0:
+                        return None
+                else:
+                    k = (lo + hi) // 2
+            else:
+                k = k + 1 if n <= LINEAR_UP_TO else min(2 * k, n)
+
     # -- scenarios -------------------------------------------------------------------------
     def _solve_partial(self, partial: list[Task], recorded_jobs: list[Job]) -> _Solution | None:
         recorded = [t for j in recorded_jobs for t in j.tasks]
         rec_uids = {t.uid for t in recorded}
-        if recorded and self._may_fit(partial, recorded):
+        bound = _CapacityBound(self.ssn, partial, self.feasible)
+        bound.add(recorded)
+        if recorded and bound.may_fit():
             sol = self._try(partial, recorded, [], None)
             if sol is not None:
                 return sol
@@ -133,31 +223,13 @@ class VictimSolver:
                 ids = {t.uid for t in batch}
                 queue.push(clone_job(vjob, [t for t in vjob.tasks if t.uid not in ids]))
             potential.extend(batch)
-            if not self._may_fit(partial, recorded + potential):
-                continue
+            bound.add(batch)
+            if not bound.may_fit():
+                continue  # KAI's idle-GPU scenario filter: prune without simulating
             sol = self._try(partial, recorded, potential, self.ssn.jobs[vjob.uid])
             if sol is not None:
                 return sol
         return None
-
-    def _may_fit(self, partial: list[Task], victims: list[Task]) -> bool:
-        """Cheap necessary condition (KAI's idle-GPU scenario filter): the whole GPUs free or
-        releasing on feasible/victim nodes plus the victims' GPUs cover the partial job."""
-        if any(t.pod.gpu.is_shared or t.pod.mig or t.pod.best_effort for t in partial):
-            return True
-        need = [int(t.vec[GPU_COL]) for t in partial]
-        if not any(need):
-            return True
-        nodes = self.ssn.nodes
-        cap = (nodes.idle[:, GPU_COL] + nodes.releasing[:, GPU_COL]).astype(np.int64)
-        mask = self.feasible.copy()
-        for v in victims:
-            if v.node >= 0 and v.status != PodStatus.RELEASING:
-                # A shared victim may free each of its devices (an upper bound keeps this sound).
-                cap[v.node] += MILLI * len(v.groups) if v.pod.gpu.is_shared else int(v.vec[GPU_COL])
-                mask[v.node] = True
-        cap = np.where(mask, np.maximum(cap, 0), 0)
-        return int(cap.sum()) >= sum(need) and int(cap.max(initial=0)) >= max(need)
 
     def _try(self, partial: list[Task], recorded: list[Task], potential: list[Task],
              latest: Job | None) -> _Solution | None:
@@ -175,12 +247,17 @@ class VictimSolver:
         by_node: dict[int, set[str]] = {}
         for t in potential:
             by_node.setdefault(t.node, set()).add(t.job.uid)
+        tried: list[list[Task]] = []
         for node in sorted({t.node for t in latest.tasks if t.node >= 0}):
             jobs = by_node.get(node)
-            if not jobs:
-                continue
+            if jobs:
+                tried.append([t for t in potential if t.job.uid in jobs])
+        if self.full_set and (not tried or len(tried[-1]) < len(potential)):
+            # Probes that add several tasks at once may need victims on several nodes: also try
+            # every accumulated victim (KAI's newer solver has the same fallback).
+            tried.append(list(potential))
+        for chosen in tried:
             cp = stmt.checkpoint()
-            chosen = [t for t in potential if t.job.uid in jobs]
             self._evict(stmt, chosen)
             sol = self._simulate(stmt, partial, recorded + chosen)
             if sol is not None:
@@ -234,9 +311,13 @@ class VictimSolver:
                     return None
                 placed = True
             elif nxt.uid in victim_jobs:
+                if not could_fit(ssn, tasks_to_allocate(nxt, real=False), mask):
+                    continue  # exactly what allocate_job would conclude, without its error texts
                 cp = stmt.checkpoint()
+                errors, reasons = list(nxt.fit_errors), list(nxt.reasons)
                 if not allocate_job(ssn, stmt, nxt, pipeline_only=True, node_mask=mask, real=False):
                     stmt.rollback(cp)
+                nxt.fit_errors, nxt.reasons = errors, reasons
         if not placed:
             return None
         return self._validate(stmt, victims)

@@ -69,7 +69,41 @@ class _Rev:
         return hash(self.v)
 
 
-_Entry = tuple[tuple[object, ...], int, Job]
+class _Leaf:
+    """The victims of one leaf queue, most victimisable first: the initial jobs as a list sorted
+    once (shared by copies, read through a cursor) merged with a heap of pushed-back clones."""
+
+    __slots__ = ("cursor", "heap", "keys", "ordered")
+
+    def __init__(self, ordered: list[Job], keys: list[tuple[object, ...]]) -> None:
+        self.ordered = ordered
+        self.keys = keys
+        self.cursor = 0
+        self.heap: list[tuple[tuple[_Rev, ...], int, tuple[object, ...], Job]] = []
+
+    def copy(self) -> _Leaf:
+        out = _Leaf(self.ordered, self.keys)
+        out.cursor = self.cursor
+        out.heap = list(self.heap)
+        return out
+
+    def __bool__(self) -> bool:
+        return self.cursor < len(self.ordered) or bool(self.heap)
+
+    def _from_list(self) -> bool:
+        if self.cursor >= len(self.ordered):
+            return False
+        # Larger job key = scheduled later = victim first; on a tie the initial job goes first.
+        return not self.heap or not self.keys[self.cursor] < self.heap[0][2]
+
+    def top(self) -> Job:
+        return self.ordered[self.cursor] if self._from_list() else self.heap[0][3]
+
+    def pop(self) -> Job:
+        if self._from_list():
+            self.cursor += 1
+            return self.ordered[self.cursor - 1]
+        return heapq.heappop(self.heap)[3]
 
 
 class VictimQueue:
@@ -77,43 +111,50 @@ class VictimQueue:
     last by the proportion comparator (with the resources of the victims already taken from
     it and of its next victim subtracted) goes first; inside a leaf, the reverse job order.
 
-    `copy()` gives a fresh queue in the initial state cheaply (keys are computed once)."""
+    `copy()` gives a fresh queue in the initial state cheaply (the initial order is sorted once)."""
 
     def __init__(self, ssn: Session, jobs: Iterable[Job] = ()) -> None:
         self.ssn = ssn
         self._seq = 0
-        self.leaves: dict[str, list[_Entry]] = {}
+        self.leaves: dict[str, _Leaf] = {}
         self.popped: dict[str, np.ndarray] = {}
+        by_queue: dict[str, list[tuple[tuple[object, ...], Job]]] = {}
         for job in jobs:
-            self.push(job)
+            if job.queue is not None:
+                by_queue.setdefault(job.queue.name, []).append((ssn.job_key(job), job))
+        for name, entries in by_queue.items():
+            entries.sort(key=lambda e: e[0], reverse=True)
+            self.leaves[name] = _Leaf([j for _k, j in entries], [k for k, _j in entries])
 
     def copy(self) -> VictimQueue:
         out = VictimQueue.__new__(VictimQueue)
         out.ssn = self.ssn
         out._seq = self._seq
-        out.leaves = {k: list(v) for k, v in self.leaves.items()}
+        out.leaves = {k: v.copy() for k, v in self.leaves.items()}
         out.popped = {k: v.copy() for k, v in self.popped.items()}
         return out
 
     def push(self, job: Job) -> None:
         if job.queue is None:
             return
-        key = tuple(_Rev(k) for k in self.ssn.job_key(job))
+        key = self.ssn.job_key(job)
         self._seq += 1
-        heapq.heappush(self.leaves.setdefault(job.queue.name, []), (key, self._seq, job))
+        leaf = self.leaves.setdefault(job.queue.name, _Leaf([], []))
+        heapq.heappush(leaf.heap, (tuple(_Rev(k) for k in key), self._seq, key, job))
 
     def __bool__(self) -> bool:
         return any(self.leaves.values())
 
     def _best_leaf(self, q: QueueInfo) -> QueueInfo | None:
         if q.is_leaf:
-            return q if self.leaves.get(q.name) else None
+            leaf = self.leaves.get(q.name)
+            return q if leaf else None
         best = self._best_child(q.children)
         return self._best_leaf(best) if best is not None else None
 
     def _victims(self, leaf: QueueInfo) -> np.ndarray:
-        total = self.popped.get(leaf.name, np.zeros(3)).copy()
-        return total + job_allocated(self.leaves[leaf.name][0][2])
+        total: np.ndarray = self.popped.get(leaf.name, np.zeros(3)) + job_allocated(self.leaves[leaf.name].top())
+        return total
 
     def _best_child(self, queues: list[QueueInfo]) -> QueueInfo | None:
         cmp = self.ssn.hooks.queue_order
@@ -142,7 +183,7 @@ class VictimQueue:
             q = self._best_child(q.children)
         if q is None:
             return None
-        _key, _seq, job = heapq.heappop(self.leaves[q.name])
+        job = self.leaves[q.name].pop()
         self.popped[q.name] = self.popped.get(q.name, np.zeros(3)) + job_allocated(job)
         return job
 
