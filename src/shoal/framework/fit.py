@@ -39,6 +39,20 @@ def shared_group_fit_counts(ssn: Session, task: Task, rows: Rows = None) -> tupl
     return fit, idle
 
 
+def _nonzero_columns(ssn: Session, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(columns, amounts) of a request vector's non-zero entries. Request vectors are read-only
+    and shared between pods with equal requests, so this is memoised per session by identity
+    (the memo keeps the vector alive, so its id cannot be reused)."""
+    memo = ssn.column_memo
+    hit = memo.get(id(vec))
+    if hit is not None and hit[0] is vec:
+        return hit[1], hit[2]
+    cols = np.flatnonzero(vec)
+    need = vec[cols]
+    memo[id(vec)] = (vec, cols, need)
+    return cols, need
+
+
 def fit_masks(ssn: Session, task: Task, rows: Rows = None) -> tuple[np.ndarray, np.ndarray]:
     """(fits_idle, fits_idle_or_releasing) boolean masks over nodes (or `rows`). Pure."""
     nodes = ssn.nodes
@@ -48,16 +62,13 @@ def fit_masks(ssn: Session, task: Task, rows: Rows = None) -> tuple[np.ndarray, 
     if pod.best_effort:
         ones = np.ones(n, dtype=bool)
         return ones, ones.copy()
-    vec = task.vec
-    cols = np.flatnonzero(vec)
+    cols, need = _nonzero_columns(ssn, task.vec)
     if rows is None:
         idle = nodes.idle[:, cols]
         free = idle + nodes.releasing[:, cols]
     else:
-        ix = np.ix_(rows, cols)
-        idle = nodes.idle[ix]
-        free = idle + nodes.releasing[ix]
-    need = vec[cols]
+        idle = nodes.idle[rows][:, cols]
+        free = idle + nodes.releasing[rows][:, cols]
     fits_idle: np.ndarray = np.asarray((idle >= need).all(axis=1))
     fits_free: np.ndarray = np.asarray((free >= need).all(axis=1))
     if pod.gpu.is_shared:

@@ -93,6 +93,8 @@ class Session:
         self.decisions = Decisions()
         self.space = self._build_space(snapshot)
         self._vec_cache: dict[tuple[object, ...], np.ndarray] = {}
+        #: id(request vector) -> (vector, non-zero columns, amounts); see framework.fit.
+        self.column_memo: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.nodes = NodeState(snapshot.nodes, self.space)
         self.queues = self._build_queues(snapshot.queues)
         self.tasks: dict[str, Task] = {}
