@@ -80,7 +80,7 @@ class Collector:
         s, c = self.series, self.cluster
         s.t.append(now)
         s.allocated_gpus.append(c.allocated_gpu_milli() / MILLI)
-        pending: Counter[str] = Counter()
+        pending: defaultdict[str, float] = defaultdict(float)
         pend_gangs = running = 0
         for job in c.jobs.values():
             if job.state == RUNNING:
@@ -93,7 +93,10 @@ class Collector:
         s.pending_gpus.append(sum(pending.values()))
         for q in self.queues:
             s.queue_allocated[q].append(c.queue_gpu_milli.get(q, 0) / MILLI)
-            s.queue_fair_share[q].append(self.fair_share.get(q, 0.0) / MILLI)
+            # With nothing pending every queue's request is its allocation, which is then exactly its
+            # fair share (the core is not run on idle cycles, so its last value would be stale).
+            fs = c.queue_gpu_milli.get(q, 0) if c.pending_jobs <= 0 else self.fair_share.get(q, 0.0)
+            s.queue_fair_share[q].append(fs / MILLI)
             s.queue_pending[q].append(pending.get(q, 0.0))
         s.fragmented_gpus.append(self._fragmentation())
 
@@ -116,7 +119,7 @@ class Collector:
             for g in p.gpu_groups:
                 shared[(i, g)] += p.gpu.portion_milli
         # Whole GPUs take the last devices, shared groups the first ones: only totals per node matter.
-        for i in np.nonzero(whole_used)[0]:
+        for i in (int(x) for x in np.nonzero(whole_used)[0]):
             free[i, max(self.node_gpus[i] - whole_used[i], 0) : self.node_gpus[i]] = 0
         slot: Counter[int] = Counter()
         for (i, _g), used in sorted(shared.items()):

@@ -183,10 +183,10 @@ def write_csvs(r: SimResult, out: Path) -> list[str]:
             "jct",
             "evictions",
         ]
-        w = csv.DictWriter(fh, fieldnames=keys)
-        w.writeheader()
+        dw = csv.DictWriter(fh, fieldnames=keys)
+        dw.writeheader()
         for rec in r.jobs:
-            w.writerow({k: ("" if rec[k] is None else rec[k]) for k in keys})
+            dw.writerow({k: ("" if rec[k] is None else rec[k]) for k in keys})
     return ["timeseries.csv", "jobs.csv"]
 
 

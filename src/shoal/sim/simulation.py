@@ -55,7 +55,7 @@ def static_queues(queues: list[Queue]) -> list[Queue]:
             else q.resource(r)
             for r in ("gpu", "cpu", "memory")
         }
-        out.append(replace(q, **res))
+        out.append(replace(q, gpu=res["gpu"], cpu=res["cpu"], memory=res["memory"]))
     return out
 
 

@@ -65,7 +65,9 @@ def queue_from_object(obj: dict[str, Any], at: str, index: int) -> Queue:
         priority=int(number(prio, at, "priority")),
         creation=float(index),
         display_name=str(spec.get("displayName") or ""),
-        **resources,
+        gpu=resources["gpu"],
+        cpu=resources["cpu"],
+        memory=resources["memory"],
         **kwargs,
     )
 

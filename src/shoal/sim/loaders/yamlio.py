@@ -21,7 +21,7 @@ class _Loader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
-    out = LineDict(loader.construct_mapping(node, deep=True))
+    out = LineDict({str(k): v for k, v in loader.construct_mapping(node, deep=True).items()})
     out.line = node.start_mark.line + 1
     return out
 
