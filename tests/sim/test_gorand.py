@@ -13,7 +13,7 @@ from shoal.sim.gorand import GoRand
 
 def _draw_sequence(r: GoRand) -> list[object]:
     """The exact call sequence of the Go reference program, flattened."""
-    out: list[object] = [r.int63(), r.int63(), r.int(), r.int31(), r.uint32()]
+    out: list[object] = [r.int63(), r.int63(), r.int_(), r.int31(), r.uint32()]
     out += [r.int31n(1000), r.int31n(1024), r.intn(7), r.intn(8152), r.intn((1 << 30) + 1)]
     out += [r.float64(), r.float64(), r.perm(10)]
     items = list(range(12))

@@ -239,7 +239,7 @@ class GoRand:
         """Go ``Int63``: a non-negative 63-bit integer."""
         return self.uint64() & _MASK63
 
-    def int(self) -> int:
+    def int_(self) -> int:
         """Go ``Int`` on 64-bit platforms (= ``Int63``)."""
         return self.int63()
 

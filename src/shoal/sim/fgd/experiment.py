@@ -22,7 +22,8 @@ Curve = list[float | None]
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """One seed: the unallocated-GPU % curve over arrival 0..130 and the wall time of the run."""
+    """One seed: the unallocated-GPU % curve over arrival 0..130 and the CPU seconds of the run
+    (process time, so that a busy machine does not inflate it)."""
 
     workload: str
     policy: str
@@ -73,12 +74,12 @@ def _workload(traces: str, name: str) -> Workload:
 
 
 def run_single(traces: Path, workload: str, policy: str, seed: int, rng: str) -> RunResult:
-    """One seed of one policy on one workload, timed (loading excluded)."""
+    """One seed of one policy on one workload, timed in CPU seconds (loading excluded)."""
     loaded = _workload(str(traces), workload)
-    start = time.perf_counter()
+    start = time.process_time()
     trace = run_once(loaded, policy, seed, rng)
     curve = unallocated_curve(trace)
-    return RunResult(workload, policy, seed, curve, time.perf_counter() - start)
+    return RunResult(workload, policy, seed, curve, time.process_time() - start)
 
 
 def _run_task(task: tuple[str, str, str, int, str]) -> RunResult:

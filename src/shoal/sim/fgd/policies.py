@@ -51,7 +51,8 @@ def best_fit_device(cluster: Cluster, idx: IntArray, kind: PodKind) -> IntArray:
     if kind.num_gpu != 1:
         return np.full(len(idx), -1, dtype=np.int64)
     free = cluster.free[idx]
-    return np.argmin(np.where(free >= kind.gpu_milli, free, _BIG), axis=1).astype(np.int64)
+    device: IntArray = np.argmin(np.where(free >= kind.gpu_milli, free, _BIG), axis=1).astype(np.int64)
+    return device
 
 
 class _DeterministicPolicy:

@@ -13,7 +13,7 @@ _T = TypeVar("_T")
 class RandomStream(Protocol):
     """The draws the experiment makes, named after Go's methods."""
 
-    def int(self) -> int: ...
+    def int_(self) -> int: ...
     def intn(self, n: int) -> int: ...
     def float64(self) -> float: ...
     def perm(self, n: int) -> list[int]: ...
@@ -29,7 +29,7 @@ class PyRand:
     def __init__(self, seed: int) -> None:
         self._r = random.Random(seed)
 
-    def int(self) -> int:
+    def int_(self) -> int:
         return self._r.getrandbits(63)
 
     def intn(self, n: int) -> int:

@@ -109,7 +109,7 @@ def _tune(
 
 def build_arrivals(pods: list[OpenbPod], nodes: list[OpenbNode], rng: RandomStream) -> Arrivals:
     """Consume ``rng`` exactly as the authors' simulator does and return the arrival sequence."""
-    rng.int()  # a debug-log argument right after seeding
+    rng.int_()  # a debug-log argument right after seeding
     by_name = sorted(pods, key=lambda p: p.name)
     shuffled = list(by_name)
     rng.shuffle_list(shuffled)

@@ -1,0 +1,95 @@
+"""``fragaware`` in the FGD replay: the core's fragmentation-aware score against the trace's
+typical pods (the distribution FGD uses), with the runner's node order as the stable order.
+
+Scores are the float score of :mod:`shoal.policy.fragaware` mapped monotonically onto
+non-negative int64 (the runner's caches are int64, -1 = infeasible), so ``argmax`` with the
+runner's first-maximum rule picks the best placement.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shoal.policy.fragaware import DEFAULT_WEIGHTS, FragAwareWeights, NodeStates, delta_to_score
+from shoal.policy.fragmentation import FloatArray, TypicalPods, node_fragment
+from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.sim.fgd.policies import _DeterministicPolicy
+from shoal.sim.openb import MILLI_PER_GPU
+
+_DEDUP_FROM = 200  # batch size from which deduplicating node states pays off
+_OFFSET = float(1 << 52)
+_SCALE = 1e6  # score resolution: 1e-6 GPU of fragment
+
+
+def to_int_scores(score: FloatArray) -> IntArray:
+    """Monotone map of float scores (|score| < 1e9) onto non-negative int64."""
+    return np.round(_OFFSET + score * _SCALE).astype(np.int64)
+
+
+class FragAwarePolicy(_DeterministicPolicy):
+    """Fragmentation delta + best fit + stable node order (docs/fragaware.md)."""
+
+    name = "fragaware"
+
+    def __init__(self, typical: TypicalPods, weights: FragAwareWeights = DEFAULT_WEIGHTS) -> None:
+        self._typical = typical
+        self._weights = weights
+
+    def _frag(self, free: IntArray, cpu_left: IntArray, model: IntArray) -> FloatArray:
+        if len(free) < _DEDUP_FROM:
+            return node_fragment(free, cpu_left, model, self._typical)
+        states = np.column_stack([model, cpu_left, free])
+        uniq, inverse = np.unique(states, axis=0, return_inverse=True)
+        frag = node_fragment(uniq[:, 2:], uniq[:, 1], uniq[:, 0], self._typical)
+        out: FloatArray = frag[inverse.reshape(-1)]
+        return out
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        free = cluster.free[idx]
+        cpu = cluster.cpu_left[idx]
+        if kind.num_gpu == 1:
+            node_i, dev_i = _fractional_candidates(free, kind.gpu_milli)
+        else:
+            node_i = np.arange(len(idx), dtype=np.int64)
+            dev_i = np.full(len(idx), -1, dtype=np.int64)
+        after = free[node_i].copy()
+        if kind.num_gpu == 1:
+            after[np.arange(len(node_i)), dev_i] -= kind.gpu_milli
+        elif kind.num_gpu > 1:
+            whole = after == MILLI_PER_GPU
+            after = np.where(whole & (np.cumsum(whole, axis=1) <= kind.num_gpu), 0, after)
+        model = cluster.model[idx][node_i]
+        count = cluster.gpu_count[idx][node_i]
+        cpu_b = cpu[node_i]
+        cpu_a = cpu_b - kind.cpu_score
+        frag = self._frag(
+            np.concatenate([free[node_i], after]), np.concatenate([cpu_b, cpu_a]), np.concatenate([model, model])
+        )
+        m = len(node_i)
+        before_s = NodeStates(free[node_i], cpu_b, model, count)
+        after_s = NodeStates(after, cpu_a, model, count)
+        rank = idx[node_i] / float(len(cluster))
+        cand = to_int_scores(delta_to_score((frag[m:] - frag[:m]) / MILLI_PER_GPU, before_s, after_s, rank,
+                                            self._weights))
+        return _best_per_node(len(idx), node_i, dev_i, cand)
+
+
+def _fractional_candidates(free: IntArray, milli: int) -> tuple[IntArray, IntArray]:
+    """(node, device) pairs a 1-GPU pod could take; a device whose free milli equals a lower-index
+    device's gives the same state, so only the lowest such device is kept."""
+    fits = free >= milli
+    lower = np.tri(free.shape[1], k=-1, dtype=bool).T  # lower[j, d] = j < d
+    repeated = ((free[:, :, None] == free[:, None, :]) & lower[None]).any(axis=1)
+    node_i, dev_i = np.nonzero(fits & ~repeated)
+    return node_i.astype(np.int64), dev_i.astype(np.int64)
+
+
+def _best_per_node(n: int, node_i: IntArray, dev_i: IntArray, cand: IntArray) -> tuple[IntArray, IntArray]:
+    """Per node: the best candidate score and its device (lowest index on ties)."""
+    best = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(best, node_i, cand)
+    reach = np.flatnonzero(cand == best[node_i])
+    _, first = np.unique(node_i[reach], return_index=True)
+    dev = np.full(n, -1, dtype=np.int64)
+    dev[node_i[reach[first]]] = dev_i[reach[first]]
+    return best, dev
