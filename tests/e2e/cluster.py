@@ -20,7 +20,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.models.core_v1 import NodeSpec, NodeStatus
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace, Node
+from lightkube.resources.core_v1 import Namespace, Node, Pod
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "k8s-test-env"
@@ -80,7 +80,7 @@ def require_binaries() -> None:
             problem = res.stderr.strip() or "k8s test binaries not installed"
     if problem is None:
         return
-    msg = f"{problem} (run `scripts/k8s-test-env install`, ~20 min once)"
+    msg = f"{problem} (run `scripts/k8s-test-env install`, about 6 min once on 2 cores)"
     if _in_ci():
         pytest.fail(f"e2e: {msg}; CI must not skip the e2e tests", pytrace=False)
     pytest.skip(f"e2e: {msg}")
@@ -170,9 +170,14 @@ class KEnv:
             eventually(lambda n=name: node_ready(self.client, n), timeout, what=f"node {name} Ready")
 
     def cleanup(self) -> None:
+        """Delete the test's pods (at once: grace 0), its namespace, then its nodes.
+
+        Pods go first because kwok only finalizes pods on nodes it still manages.
+        """
+        _delete_quietly(lambda: self.client.deletecollection(Pod, namespace=self.namespace, grace_period=0))
+        _delete_quietly(lambda: self.client.delete(Namespace, self.namespace))
         for name in self.nodes:
             _delete_quietly(lambda n=name: self.client.delete(Node, n))
-        _delete_quietly(lambda: self.client.delete(Namespace, self.namespace))
 
 
 def node_ready(client: Client, name: str) -> bool:
