@@ -165,7 +165,7 @@ async def main_async(args: argparse.Namespace, admin: str, sched_kubeconfig: str
         results = {}
         async def start_shoal() -> subprocess.Popen[bytes]:
             proc = subprocess.Popen([sys.executable, "-m", "shoal.cli.main", "run", "--kubeconfig", sched_kubeconfig,
-                                     "--scheduler-name", "shoal-bench", "--no-leader-elect"],
+                                     "--scheduler-name", "shoal-bench", "--no-leader-elect", *args.shoal_arg],
                                     stdout=(logs / "shoal.log").open("wb"), stderr=subprocess.STDOUT)
             procs.append(proc)
             return proc
@@ -178,20 +178,21 @@ async def main_async(args: argparse.Namespace, admin: str, sched_kubeconfig: str
             procs.append(proc)
             return proc
 
-        results = {
-            "shoal": await run_phase(client, "shoal", "shoal-bench", args.pods, target, args.timeout, start_shoal),
-            "kube-scheduler": await run_phase(client, "kube", "default-scheduler", args.pods, target, args.timeout,
-                                              start_kube_scheduler),
-        }
+        results = {"shoal": await run_phase(client, "shoal", "shoal-bench", args.pods, target, args.timeout,
+                                            start_shoal)}
+        if not args.skip_kube_scheduler:
+            results["kube-scheduler"] = await run_phase(client, "kube", "default-scheduler", args.pods, target,
+                                                        args.timeout, start_kube_scheduler)
         print(f"\n{args.pods} single-GPU pods, {args.nodes} nodes x {args.gpus} GPUs ({target} fit); logs in {logs}")
         print("times from the scheduler's process start; pods/s = bound / last bind; steady = first to last bind")
         print(f"{'scheduler':<16}{'bound':>7}{'first bind s':>14}{'last bind s':>13}{'pods/s':>9}{'steady/s':>10}")
         for name, r in results.items():
             print(f"{name:<16}{r['bound']:>7.0f}{r['first_s']:>14.1f}{r['elapsed_s']:>13.1f}{r['rate']:>9.1f}"
                   f"{r['steady_rate']:>10.1f}")
-        ratio = results["shoal"]["rate"] / results["kube-scheduler"]["rate"] if results["kube-scheduler"]["rate"] \
-            else float("inf")
-        print(f"ratio shoal / kube-scheduler (pods bound per second): {ratio:.2f}x")
+        if "kube-scheduler" in results:
+            ks_rate = results["kube-scheduler"]["rate"]
+            ratio = results["shoal"]["rate"] / ks_rate if ks_rate else float("inf")
+            print(f"ratio shoal / kube-scheduler (pods bound per second): {ratio:.2f}x")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -222,6 +223,8 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--timeout", type=float, default=600.0, help="per phase, seconds")
     ap.add_argument("--kubeconfig", help="admin kubeconfig of a running k8s-test-env cluster")
+    ap.add_argument("--shoal-arg", action="append", default=[], help="extra argument for shoal run (repeat)")
+    ap.add_argument("--skip-kube-scheduler", action="store_true", help="only measure shoal")
     args = ap.parse_args()
     bin_dir = subprocess.run([str(SCRIPT), "bin"], capture_output=True, text=True).stdout.strip()
     state, owned = (Path(args.kubeconfig).parent, False) if args.kubeconfig else start_cluster()

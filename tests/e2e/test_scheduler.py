@@ -219,3 +219,35 @@ def test_pods_of_other_schedulers_count_as_used(kenv: KEnv, shoal_runner: Any) -
     # The foreign pod was never touched by shoal.
     evs = events_for(kenv.client, "foreign", kenv.namespace)
     assert not [e for e in evs if e.source and e.source.component == sched.scheduler_name]
+
+
+def test_pod_grouper_creates_podgroups_owned_by_the_top_owner(kenv: KEnv, shoal_runner: Any) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=4)
+    kenv.wait_nodes_ready([node])
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner()
+    template = pod_manifest("x", sched.scheduler_name, gpus=1, queue=queue)
+    create(kenv, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+                  "spec": {"parallelism": 2, "completions": 2,
+                           "template": {"metadata": {"labels": template["metadata"]["labels"]},
+                                        "spec": {**template["spec"], "restartPolicy": "Never"}}}})
+    create(kenv, pod_manifest("bare", sched.scheduler_name, gpus=1, queue=queue))
+
+    def grouped_and_running() -> list[Any] | None:
+        pods = list(kenv.client.list(Pod, namespace=kenv.namespace))
+        ok = len(pods) == 3 and all(p.status.phase == "Running" and p.metadata.annotations
+                                    and p.metadata.annotations.get("pod-group-name") for p in pods)
+        return pods if ok else None
+
+    pods = wait_until(grouped_and_running, 40, "Job and bare pods grouped and Running")
+    by_name = {p.metadata.name: p.metadata.annotations["pod-group-name"] for p in pods}
+    # KAI's batch Job grouping: one PodGroup per pod (a Job is no gang), each owned by the Job.
+    job_groups = {g for n, g in by_name.items() if n != "bare"}
+    assert len(job_groups) == 2 and by_name["bare"] not in job_groups
+    for group in job_groups:
+        pg = kenv.client.get(PodGroupRes, group, namespace=kenv.namespace)
+        assert [(o["kind"], o["name"]) for o in pg["metadata"]["ownerReferences"]] == [("Job", "train")]
+        assert pg["spec"]["queue"] == queue
+    bare = kenv.client.get(PodGroupRes, by_name["bare"], namespace=kenv.namespace)
+    assert [(o["kind"], o["name"]) for o in bare["metadata"]["ownerReferences"]] == [("Pod", "bare")]

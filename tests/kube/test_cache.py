@@ -179,3 +179,16 @@ def test_informer_relist_diffs_against_the_store() -> None:
     rec.events.clear()
     inf._replace({"ns/kept": pod("kept"), "ns/changed": pod("changed", rv="2"), "ns/new": pod("new")})
     assert sorted(rec.events) == [("ADDED", "new"), ("DELETED", "gone"), ("MODIFIED", "changed")]
+
+
+def test_with_the_grouper_pending_pods_wait_for_their_podgroup(cache: ClusterCache) -> None:
+    cache.require_podgroup = True
+    cache.on_pod("ADDED", None, pod("a"))
+    cache.on_pod("ADDED", None, pod("bound-before", node_name="n1"))
+    assert list(cache.held) == ["uid-a"] and [p.uid for p in cache.snapshot().pods] == ["uid-bound-before"]
+    grouped = pod("a", rv="2", annotations={"pod-group-name": "pg-a"})
+    cache.on_pod("MODIFIED", pod("a"), grouped)
+    assert not cache.held and cache.pods["uid-a"].job == "ns/pg-a"
+    cache.on_pod("ADDED", None, pod("odd"))
+    cache.mark_ungroupable("uid-odd")
+    assert cache.pods["uid-odd"].job == "pod:uid-odd"  # falls back to a gang of one

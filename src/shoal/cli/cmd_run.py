@@ -40,6 +40,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lease-namespace", default="shoal-system", help="namespace of the leader Lease")
     p.add_argument("--lease-name", default="", help="name of the leader Lease (default: the scheduler name)")
     p.add_argument("--identity", default="", help="leader-election identity (default: host-pid)")
+    p.add_argument("--pod-grouper", action=argparse.BooleanOptionalAction, default=True,
+                   help="create PodGroups from pods' top owners like KAI's pod grouper (default: on); "
+                        "off = a pod naming no PodGroup is its own gang of one")
     p.set_defaults(func=run)
 
 
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     opts = ServiceOptions(scheduler_name=args.scheduler_name, config=config, period=period,
                           metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                           leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
-                          lease_name=args.lease_name, identity=args.identity)
+                          lease_name=args.lease_name, identity=args.identity, pod_grouper=args.pod_grouper)
 
     async def main() -> None:
         client = KubeClient(args.kubeconfig)

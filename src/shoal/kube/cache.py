@@ -95,6 +95,10 @@ class ClusterCache:
     pods_by_job: dict[str, set[str]] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     generation: int = 0
+    #: With the pod grouper on, pending pods wait for their PodGroup instead of being gangs of one.
+    require_podgroup: bool = False
+    held: dict[str, JSON] = field(default_factory=dict)
+    ungroupable: set[str] = field(default_factory=set)
 
     # -- informer handlers -------------------------------------------------------------------
     def on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
@@ -105,6 +109,7 @@ class ClusterCache:
         uid = str(m.get("uid"))
         if kind == "DELETED" or new is None:
             self._drop_pod(uid)
+            self.ungroupable.discard(uid)
             self._touch()
             return
         spec = new.get("spec") or {}
@@ -117,6 +122,12 @@ class ClusterCache:
         m = meta(obj)
         ns, name = str(m.get("namespace", "")), str(m.get("name"))
         pg_name = (m.get("annotations") or {}).get(PODGROUP_ANNOTATION)
+        if (not pg_name and self.require_podgroup and uid not in self.ungroupable
+                and not (obj.get("spec") or {}).get("nodeName")):
+            self._drop_pod(uid)
+            self.held[uid] = obj  # the grouper will annotate it (or give up: mark_ungroupable)
+            return
+        self.held.pop(uid, None)
         job = f"{ns}/{pg_name}" if pg_name else implicit_uid(uid)
         prev = self.pods.get(uid)
         try:
@@ -174,7 +185,16 @@ class ClusterCache:
             node=spec["nodeName"], best_effort=False)
         self._touch()
 
+    def mark_ungroupable(self, uid: str) -> None:
+        """The grouper cannot derive a PodGroup for this pod: schedule it as a gang of one."""
+        self.ungroupable.add(uid)
+        obj = self.held.pop(uid, None)
+        if obj is not None:
+            self._set_ours(uid, obj)
+            self._touch()
+
     def _drop_pod(self, uid: str) -> None:
+        self.held.pop(uid, None)
         pod = self.pods.pop(uid, None)
         self.other.pop(uid, None)
         self.refs.pop(uid, None)

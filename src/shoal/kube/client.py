@@ -75,11 +75,17 @@ class KubeClient:
             config = KubeConfig.from_env().get()
         if config is None:
             raise ValueError(f"no usable context in kubeconfig {kubeconfig or '(environment)'}")
-        params = ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=http2)
-        self._http: httpx.AsyncClient = AsyncClient(config, params)
+        # Requests share one HTTP/2 connection (many parallel binds without a TLS handshake each);
+        # watches get HTTP/1.1 connections of their own, so a long stream never starves the writes
+        # and a dropped connection never takes every watch down at once.
+        self._http: httpx.AsyncClient = AsyncClient(
+            config, ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=http2))
+        self._watch_http: httpx.AsyncClient = AsyncClient(
+            config, ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=False))
 
     async def close(self) -> None:
         await self._http.aclose()
+        await self._watch_http.aclose()
 
     async def request(self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None,
                       content_type: str = "application/json") -> JSON:
@@ -122,8 +128,8 @@ class KubeClient:
         params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                   "timeoutSeconds": str(timeout_seconds)}
         timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0)
-        req = self._http.build_request("GET", res.path(namespace), params=params, timeout=timeout)
-        resp = await self._http.send(req, stream=True)
+        req = self._watch_http.build_request("GET", res.path(namespace), params=params, timeout=timeout)
+        resp = await self._watch_http.send(req, stream=True)
         try:
             if resp.status_code >= 300:
                 raise _api_error(resp.status_code, await resp.aread())

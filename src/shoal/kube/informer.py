@@ -81,7 +81,12 @@ class Informer:
         while True:
             page = await self.client.list_page(self.res, limit=self.page, cont=cont)
             meta = page.get("metadata") or {}
+            # List items carry no apiVersion/kind (watch objects do); owner resolution needs them.
+            api, kind = page.get("apiVersion"), str(page.get("kind", "")).removesuffix("List")
             for item in page.get("items") or []:
+                if api and kind:
+                    item.setdefault("apiVersion", api)
+                    item.setdefault("kind", kind)
                 items[object_key(item)] = item
             cont = meta.get("continue") or None
             rv = meta.get("resourceVersion", rv)

@@ -34,6 +34,7 @@ from shoal.kube.client import (
     KubeClient,
 )
 from shoal.kube.convert import meta
+from shoal.kube.grouper import PodGrouper
 from shoal.kube.informer import Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
@@ -56,6 +57,8 @@ class ServiceOptions:
     lease_seconds: float = 10.0
     renew_seconds: float = 2.0
     queue_status_seconds: float = 5.0
+    #: Run the pod grouper (PodGroups from top owners); off = a pod without PodGroup is a gang of one.
+    pod_grouper: bool = True
 
 
 class SchedulerService:
@@ -65,6 +68,8 @@ class SchedulerService:
         self.metrics = SchedulerMetrics()
         self.cache = ClusterCache(options.scheduler_name, time.time)
         self.applier = Applier(client, self.cache, options.scheduler_name, self.metrics)
+        self.grouper = PodGrouper(client, self.cache) if options.pod_grouper else None
+        self.cache.require_podgroup = self.grouper is not None
         self.informers = [
             Informer(client, PRIORITY_CLASSES, self.cache.on_priority_class),
             Informer(client, QUEUES, self.cache.on_queue),
@@ -85,6 +90,8 @@ class SchedulerService:
 
     def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         self.cache.on_pod(kind, old, new)
+        if self.grouper is not None and self._leading():
+            self.grouper.on_pod(kind, old, new)
         if new is None and old is not None:
             m = meta(old)
             self.metrics.pod_gone(str(m.get("namespace")), str(m.get("name")))
@@ -104,6 +111,8 @@ class SchedulerService:
                 tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
             else:
                 self.metrics.leader.set(1)
+            if self.grouper is not None:
+                tasks.append(asyncio.create_task(self.grouper.run(), name="pod-grouper"))
             await self._loop()
         finally:
             for t in tasks:
@@ -125,6 +134,9 @@ class SchedulerService:
                 await self.elector.became_leader.wait()
                 # A new leader starts from what the API says, not from what it assumed before.
                 self.cache.assumed.clear()
+                if self.grouper is not None:  # pods that arrived while standing by
+                    for obj in list(self.cache.held.values()):
+                        self.grouper.on_pod("ADDED", None, obj)
                 continue
             gap = self.opts.min_gap - (time.monotonic() - last)
             if gap > 0:
@@ -152,12 +164,16 @@ class SchedulerService:
         if not self._leading():
             return  # lost the lease while deciding: the new leader decides again
         d = result.decisions
+        if d.binds or d.evictions:
+            logger.info("cycle %d decided in %.0f ms (snapshot %d pods, %d nodes): %d binds, %d evictions",
+                        self.cycles, elapsed * 1000, len(snapshot.pods), len(snapshot.nodes), len(d.binds),
+                        len(d.evictions))
         t1 = time.perf_counter()
         stats = await self.applier.apply(d)
         self.metrics.apply_latency.observe(time.perf_counter() - t1)
         if d.binds or d.evictions:
-            logger.info("cycle %d: %.0f ms, %d pods, bound %d (failed %d), evicted %d (refused %d), "
-                        "%d gangs pending", self.cycles, elapsed * 1000, len(snapshot.pods), stats.bound,
+            logger.info("cycle %d applied in %.0f ms: bound %d (failed %d), evicted %d (refused %d), "
+                        "%d gangs pending", self.cycles, (time.perf_counter() - t1) * 1000, stats.bound,
                         stats.bind_failed, stats.evicted, stats.evict_refused, len(d.explanations))
         pending = Counter(ex.queue for ex in d.explanations.values())
         self.metrics.observe_session(result.session, dict(pending))
