@@ -111,15 +111,18 @@ def _run_full_cycle(sc: Scenario) -> list[str]:
     rounds = sc.data.get("rounds") or {}
     jobs = copy.deepcopy(sc.data.get("jobs") or [])
     fit_errors: dict[str, list[str]] = {}
-    for _ in range(int(rounds.get("until_match", 2) or 2)):
-        ssn, _calls = _one_session(sc, jobs)
+    problems: list[str] = []
+    for r in range(int(rounds.get("until_match", 2) or 2)):
+        ssn, calls = _one_session(sc, jobs)
+        # KAI's cache mock limits every session, the rounds before the match included.
+        problems += [f"round {r + 1}: {p}" for p in check_calls(sc, calls)]
         fit_errors = {uid: j.fit_errors for uid, j in ssn.jobs.items()}
         jobs = _write_back(sc, jobs, ssn)
     ssn, calls = _one_session(sc, jobs, actions=[])
     for uid, errs in fit_errors.items():
         if uid in ssn.jobs:
             ssn.jobs[uid].fit_errors = errs
-    problems = check(sc, ssn, calls, 0)
+    problems += check(sc, ssn, calls, 0)
     for r in range(int(rounds.get("after_match", 5) or 5)):
         ssn, calls = _one_session(sc, jobs)
         problems += [f"after round {r + 1}: {p}" for p in check(sc, ssn, calls, r + 1)]
@@ -154,10 +157,14 @@ def check(sc: Scenario, ssn: Session, calls: dict[str, int], round_no: int) -> l
         for key, arr in (("releasing_gpus", ssn.nodes.releasing), ("idle_gpus", ssn.nodes.idle)):
             if key in e and abs(arr[i, GPU_COL] / MILLI - float(e[key])) > 1e-9:
                 problems.append(f"node {node}: {key} {arr[i, GPU_COL] / MILLI:g} != {e[key]}")
-    for key, limit in (exp.get("max_cache_calls_per_session") or {}).items():
-        if key in calls and calls[key] > int(limit):
-            problems.append(f"{calls[key]} {key} > allowed {limit}")
-    return problems
+    return problems + check_calls(sc, calls)
+
+
+def check_calls(sc: Scenario, calls: dict[str, int]) -> list[str]:
+    """Binds / evictions / pipelines of one session against the mock's upper bounds (0 = none)."""
+    limits = (sc.data.get("expected") or {}).get("max_cache_calls_per_session") or {}
+    return [f"{calls[key]} {key} > allowed {limit}" for key, limit in limits.items()
+            if key in calls and calls[key] > int(limit)]
 
 
 def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names: list[str]) -> list[str]:

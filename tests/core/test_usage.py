@@ -1,0 +1,90 @@
+"""The in-memory usage store: exact integrals of piecewise-constant allocation, decay, windows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from shoal.framework.usage import InMemoryUsageStore, UsageParams, UsageStore
+
+CAP = (8000.0, 64000.0, 1e12)
+
+
+def store(**params: object) -> InMemoryUsageStore:
+    return InMemoryUsageStore(UsageParams(**params))  # type: ignore[arg-type]
+
+
+def test_is_a_usage_store() -> None:
+    s: UsageStore = store()
+    s.record(0, {"q": (1000.0, 0.0, 0.0)}, CAP)
+    assert s.usage(10)["q"]["gpu"] == pytest.approx(1 / 8)
+
+
+@pytest.mark.parametrize(("samples", "now", "params", "want"), [
+    pytest.param([(0, 4000)], 100, {}, 0.5, id="constant-half"),
+    pytest.param([(0, 8000), (50, 0)], 100, {}, 0.5, id="full-then-idle-plain-average"),
+    pytest.param([(0, 0), (50, 8000)], 100, {}, 0.5, id="idle-then-full-plain-average"),
+    # With a half-life, recent use weighs more: half-life 50 s over [0, 100].
+    pytest.param([(0, 0), (50, 8000)], 100, {"half_life": 50.0}, 2 / 3, id="recent-use-weighs-more"),
+    pytest.param([(0, 8000), (50, 0)], 100, {"half_life": 50.0}, 1 / 3, id="old-use-decays"),
+    pytest.param([(0, 8000), (50, 0)], 100, {"window": 50.0}, 0.0, id="sliding-window-forgets"),
+    pytest.param([(0, 8000), (90, 0)], 100, {"window": 60.0, "window_type": "tumbling"}, 0.75,
+                 id="tumbling-window-restarts-at-60"),
+])
+def test_usage_share(samples: list[tuple[float, float]], now: float, params: dict[str, object],
+                     want: float) -> None:
+    s = store(**params)
+    for t, gpu in samples:
+        s.record(t, {"q": (gpu, 0.0, 0.0)}, CAP)
+    assert s.usage(now)["q"]["gpu"] == pytest.approx(want)
+
+
+def test_decay_matches_closed_form() -> None:
+    h = 30.0
+    s = store(half_life=h)
+    s.record(0, {"a": (8000.0, 0.0, 0.0)}, CAP)
+    s.record(60, {"a": (0.0, 0.0, 0.0), "b": (8000.0, 0.0, 0.0)}, CAP)
+    u = s.usage(90)
+    def integral(a: float, b: float) -> float:
+        return h / math.log(2) * (0.5 ** ((90 - b) / h) - 0.5 ** ((90 - a) / h))
+    total = integral(0, 90)
+    assert u["a"]["gpu"] == pytest.approx(integral(0, 60) / total)
+    assert u["b"]["gpu"] == pytest.approx(integral(60, 90) / total)
+    assert u["a"]["gpu"] + u["b"]["gpu"] == pytest.approx(1.0)
+
+
+def test_old_samples_are_dropped() -> None:
+    s = store(window=10.0)
+    for t in range(100):
+        s.record(float(t), {"q": (1000.0, 0.0, 0.0)}, CAP)
+    assert len(s.samples) <= 12
+
+
+@pytest.mark.parametrize("params", [
+    pytest.param({"window": 0.0}, id="zero-window"),
+    pytest.param({"window_type": "cron"}, id="unknown-window-type"),
+    pytest.param({"half_life": -1.0}, id="negative-half-life"),
+])
+def test_bad_params_are_refused(params: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        UsageParams(**params)  # type: ignore[arg-type]
+
+
+def test_samples_must_not_go_back_in_time() -> None:
+    s = store()
+    s.record(10, {}, CAP)
+    with pytest.raises(ValueError, match="older"):
+        s.record(5, {}, CAP)
+
+
+def test_usage_lowers_an_over_quota_share() -> None:
+    """Two equal queues, one with past usage: the fresh one gets more of the surplus (kValue 1)."""
+    from .reclaim_world import World
+
+    w = World().node("n0", 8).queue("q0", quota=0).queue("q1", quota=0)
+    for q in ("q0", "q1"):
+        w.job(f"{q}-big", q, gpus=1, tasks=8, min_member=1)
+    w.snapshot.usage = {"q0": {"gpu": 0.9, "cpu": 0.0, "memory": 0.0}}
+    shares = {name: q.fair_share[0] for name, q in w.run().session.queues.items()}
+    assert shares["q1"] > shares["q0"]

@@ -1,0 +1,74 @@
+"""Victim-side helpers: which pods a victim job gives up first, and the victim order."""
+
+from __future__ import annotations
+
+import pytest
+
+from shoal.actions.victims import VictimQueue, clone_job, tasks_to_evict
+from shoal.cycle import open_session
+from shoal.framework.config import SchedulerConfig
+from shoal.framework.session import Session
+
+from .reclaim_world import World
+
+
+def session(w: World) -> Session:
+    return open_session(w.snapshot, SchedulerConfig(actions=()))
+
+
+@pytest.mark.parametrize(("tasks", "min_member", "want", "more"), [
+    pytest.param(3, 3, ["g-0", "g-1", "g-2"], False, id="gang-at-min-goes-whole"),
+    pytest.param(4, 2, ["g-3"], True, id="elastic-above-min-gives-its-last-pod"),
+    pytest.param(1, 1, ["g-0"], False, id="single-pod"),
+])
+def test_tasks_to_evict(tasks: int, min_member: int, want: list[str], more: bool) -> None:
+    w = World().node("n0", 8).queue("q").job("g", "q", tasks=tasks, min_member=min_member, nodes=["n0"] * tasks)
+    batch, has_more = tasks_to_evict(session(w).jobs["g"])
+    assert [t.uid for t in batch] == want
+    assert has_more is more
+
+
+def test_elastic_victim_shrinks_one_pod_at_a_time_down_to_its_min_then_whole() -> None:
+    w = World().node("n0", 8).queue("q").job("g", "q", tasks=4, min_member=2, nodes=["n0"] * 4)
+    job = session(w).jobs["g"]
+    order = []
+    while job.tasks:
+        batch, _ = tasks_to_evict(job)
+        order.append([t.uid for t in batch])
+        ids = {t.uid for t in batch}
+        job = clone_job(job, [t for t in job.tasks if t.uid not in ids])
+    assert order == [["g-3"], ["g-2"], ["g-0", "g-1"]]
+
+
+def test_victim_order_inside_a_queue_is_reverse_job_order() -> None:
+    w = World().node("n0", 8).queue("q")
+    w.job("old-low", "q", nodes=["n0"], priority=40).job("new-low", "q", nodes=["n0"], priority=40)
+    w.job("high", "q", nodes=["n0"], priority=60)
+    ssn = session(w)
+    vq = VictimQueue(ssn, ssn.jobs.values())
+    popped = []
+    while (job := vq.pop()) is not None:
+        popped.append(job.uid)
+    assert popped == ["new-low", "old-low", "high"]
+
+
+def test_victim_queue_copies_start_fresh() -> None:
+    w = World().node("n0", 8).queue("q").job("a", "q", nodes=["n0"]).job("b", "q", nodes=["n0"])
+    ssn = session(w)
+    base = VictimQueue(ssn, ssn.jobs.values())
+    first = base.copy()
+    assert first.pop() is not None and first.pop() is not None and first.pop() is None
+    again = base.copy()
+    assert again.pop() is ssn.jobs["b"]
+
+
+def test_most_over_served_queue_gives_victims_first() -> None:
+    w = World().node("n0", 8).queue("fair", quota=2).queue("over", quota=1, weight=0.0)
+    for i in range(2):
+        w.job(f"f{i}", "fair", nodes=["n0"])
+    for i in range(4):
+        w.job(f"o{i}", "over", nodes=["n0"])
+    ssn = session(w)
+    vq = VictimQueue(ssn, ssn.jobs.values())
+    first = [vq.pop().uid for _ in range(3)]  # type: ignore[union-attr]
+    assert all(uid.startswith("o") for uid in first)
