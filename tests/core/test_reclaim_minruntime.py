@@ -1,0 +1,97 @@
+"""The minruntime plugin: durations, inheritance down the queue tree, lca vs queue resolution,
+and elastic victims (shrunk, but never below their minimum while protected)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shoal.cycle import open_session
+from shoal.framework.config import PluginConfig, SchedulerConfig
+from shoal.plugins.minruntime import parse_duration, reclaim_start
+
+from .reclaim_world import NOW, World, evicted_jobs
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    pytest.param("0s", 0.0, id="zero"),
+    pytest.param("90s", 90.0, id="seconds"),
+    pytest.param("10m", 600.0, id="minutes"),
+    pytest.param("1h30m", 5400.0, id="compound"),
+    pytest.param("1.5h", 5400.0, id="fraction"),
+    pytest.param("500ms", 0.5, id="milliseconds"),
+    pytest.param("42", 42.0, id="bare-number"),
+])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["10x", "m", "1h-5m", "ten minutes"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
+def tree() -> World:
+    """root -> {d1 -> {a, b}, d2 -> {c}}."""
+    w = World().node("n0", 8)
+    w.queue("d1").queue("d2").queue("a", parent="d1").queue("b", parent="d1").queue("c", parent="d2")
+    return w
+
+
+@pytest.mark.parametrize(("reclaimer", "victim", "start"), [
+    pytest.param("a", "b", "b", id="siblings-start-at-the-victim"),
+    pytest.param("a", "c", "d2", id="other-department-starts-at-its-top"),
+])
+def test_lca_start(reclaimer: str, victim: str, start: str) -> None:
+    ssn = open_session(tree().snapshot, SchedulerConfig(actions=()))
+    assert reclaim_start(ssn.queues[reclaimer], ssn.queues[victim]).name == start
+
+
+def config(method: str, **defaults: str) -> dict[str, object]:
+    args = {"reclaimResolveMethod": method, **defaults}
+    base = SchedulerConfig()
+    plugins = tuple(PluginConfig(p.name, args if p.name == "minruntime" else dict(p.arguments))
+                    for p in base.plugins)
+    return {"plugins": plugins}
+
+
+@pytest.mark.parametrize(("method", "evicted"), [
+    # The victim's leaf queue is protected (10 min) but its department is not: `queue` looks
+    # at the leaf, `lca` starts at the victim's department (the victim-side child of the root).
+    pytest.param("queue", set(), id="queue-method-reads-the-leaf"),
+    pytest.param("lca", {"v1", "v2"}, id="lca-method-reads-the-department"),
+])
+def test_resolve_method(method: str, evicted: set[str]) -> None:
+    w = World().node("n0", 2).queue("d1", quota=0).queue("d2", quota=2)
+    w.queue("victims", quota=0, parent="d1", reclaim_min_runtime=600.0).queue("mine", quota=2, parent="d2")
+    w.job("v1", "victims", nodes=["n0"], started=NOW - 60).job("v2", "victims", nodes=["n0"], started=NOW - 60)
+    w.job("p", "mine", gpus=2)
+    assert evicted_jobs(w.run("reclaim", **config(method))) == evicted
+
+
+@pytest.mark.parametrize(("default", "evicted"), [
+    pytest.param("0s", {"low"}, id="no-protection"),
+    pytest.param("5m", set(), id="default-protects-a-job-started-a-minute-ago"),
+])
+def test_preempt_default_min_runtime(default: str, evicted: set[str]) -> None:
+    w = World().node("n0", 2).queue("q", quota=2)
+    w.job("low", "q", nodes=["n0", "n0"], tasks=2, started=NOW - 60).job("p", "q", gpus=2, priority=100)
+    got = w.run("preempt", **config("lca", defaultPreemptMinRuntime=default))
+    assert evicted_jobs(got) == evicted
+
+
+def test_protected_elastic_victim_only_loses_pods_above_its_minimum() -> None:
+    w = World().node("n0", 4).queue("q0", quota=0).queue("q1", quota=4)
+    w.job("elastic", "q0", tasks=4, min_member=2, nodes=["n0"] * 4, started=NOW - 60)
+    w.job("p", "q1", gpus=3)
+    free = w.run("reclaim", **config("lca", defaultReclaimMinRuntime="0s"))
+    assert len(free.decisions.evictions) == 4  # unprotected: at its minimum the gang goes whole
+    w2 = World().node("n0", 4).queue("q0", quota=0).queue("q1", quota=4)
+    w2.job("elastic", "q0", tasks=4, min_member=2, nodes=["n0"] * 4, started=NOW - 60)
+    w2.job("p", "q1", gpus=2)
+    kept = w2.run("reclaim", **config("lca", defaultReclaimMinRuntime="1h"))
+    assert len(kept.decisions.evictions) == 2  # protected: only the two pods above min
+    w3 = World().node("n0", 4).queue("q0", quota=0).queue("q1", quota=4)
+    w3.job("elastic", "q0", tasks=4, min_member=2, nodes=["n0"] * 4, started=NOW - 60)
+    w3.job("p", "q1", gpus=3)
+    assert not w3.run("reclaim", **config("lca", defaultReclaimMinRuntime="1h")).decisions.evictions
