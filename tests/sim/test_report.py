@@ -64,6 +64,7 @@ def test_compare_report_has_one_column_per_config(tmp_path: Path) -> None:
             "compare",
             str(ex / "binpack.yaml"),
             str(ex / "static-quota.yaml"),
+            str(ex / "time-fairshare.yaml"),
             "--scenario",
             str(DATA / "small.yaml"),
             "--out",
@@ -73,9 +74,26 @@ def test_compare_report_has_one_column_per_config(tmp_path: Path) -> None:
     )
     assert rc == 0
     data = json.loads((tmp_path / "compare.json").read_text())
-    assert [r["config"] for r in data["runs"]] == ["binpack", "static-quota"]
+    assert [r["config"] for r in data["runs"]] == ["binpack", "static-quota", "time-fairshare"]
     for name in referenced(tmp_path / "index.html"):
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
-    # static partitioning never lends: no queue ever holds more GPUs than its quota (8)
     static = data["runs"][1]
     assert static["counters"].get("evicted_gangs", {}).get("reclaim", 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("config", "over_quota"),
+    [
+        pytest.param("static-quota.yaml", False, id="static partitioning never exceeds the quota"),
+        pytest.param("allocate-only.yaml", True, id="borrowing lends idle GPUs beyond the quota"),
+    ],
+)
+def test_static_partitioning_keeps_queues_within_quota(config: str, over_quota: bool) -> None:
+    from shoal.sim.scenario import load_scenario
+    from shoal.sim.schedconf import load_config
+    from shoal.sim.simulation import Simulation
+
+    cfg = load_config(Path(__file__).parents[2] / "examples" / "sim" / config)
+    r = Simulation(load_scenario(DATA / "small.yaml", config=cfg)).run()
+    peak = max(max(r.series.queue_allocated[q]) for q in r.queues)
+    assert (peak > 8) == over_quota, peak

@@ -87,7 +87,8 @@ def _run_one(
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(stderr=False)
+    # A pipe or file gets the full table, not one squeezed into 80 columns.
+    console = Console(width=None if sys.stdout.isatty() else 132)
     progress = not args.no_progress and sys.stdout.isatty()
     try:
         if args.inputs and args.inputs[0] == "compare":

@@ -99,10 +99,12 @@ class Simulation:
         job, epoch = payload
         if job.epoch == epoch and job.state == "running":
             self.cluster.finish(job, now)
+            self._record_usage(now)
             self._check_done()
 
     def _release(self, now: float, job: SimJob) -> None:
         self.cluster.release(job)
+        self._record_usage(now)
 
     def _sample(self, now: float, _: object) -> None:
         self.metrics.sample(now)
@@ -115,14 +117,18 @@ class Simulation:
     def _advance_usage(self, now: float) -> None:
         if self.usage is None:
             return
-        alloc = {q: (float(m), 0.0, 0.0) for q, m in self.cluster.queue_gpu_milli.items()}
-        self.usage.advance(now, alloc, self.capacity)
-        # KAI fetches usage every minute: refresh what the core sees at that rate, so skipped
-        # cycles stay valid between refreshes.
+        # KAI's usage DB is fetched every minute: refresh what the core sees at that rate, so
+        # skipped cycles stay valid between refreshes.
         if now - self._last_usage >= 60.0:
-            self._usage_snapshot = self.usage.usage()
+            self._usage_snapshot = self.usage.usage(now)
             self._last_usage = now
             self.cluster.changed = True
+
+    def _record_usage(self, now: float) -> None:
+        """The allocation changes only at cycles (binds) and finish/release events."""
+        if self.usage is not None:
+            alloc = {q: (float(m), 0.0, 0.0) for q, m in self.cluster.queue_gpu_milli.items()}
+            self.usage.record(now, alloc, self.capacity)
 
     def _cycle(self, now: float, _: object) -> None:
         settings = self.sc.settings
@@ -143,6 +149,8 @@ class Simulation:
         self.counters["cycles_run"] += 1
         self.metrics.fair_share = {name: float(q.fair_share[0]) for name, q in result.session.queues.items()}
         started, evicted = self.cluster.apply(result.decisions, now)
+        if result.decisions.binds:
+            self._record_usage(now)
         self.counters["binds"] += len(result.decisions.binds)
         self.counters["pipelines"] += len(result.decisions.pipelines)
         for job in started:
@@ -161,6 +169,7 @@ class Simulation:
         self.engine.schedule(first, CYCLE, "cycle")
         self.engine.schedule(0.0, SAMPLE, "sample")
         horizon = s.duration if s.duration > 0 else MAX_HORIZON
+        self._record_usage(0.0)
         wall, cpu = time.perf_counter(), time.process_time()
         cb = (lambda now: progress(now, horizon)) if progress else None
         self.engine.run(until=horizon, on_progress=cb)

@@ -1,11 +1,14 @@
-"""Time-decayed queue usage for time-based fair share (kai-spec §4.3), on the virtual clock.
+"""An incremental `shoal.framework.usage.UsageStore` for the simulator's virtual clock.
 
-U_q = sum_k 0.5^((now - t_k) / half_life) * a_q(t_k) dt_k  /  sum_k 0.5^(...) * capacity dt_k:
-the queue's allocation integrated over time with exponential decay, normalised by the cluster
-capacity integrated the same way, so 0 <= U_q <= 1 (KAI's usage DB, without Prometheus).
-Allocation is piecewise constant between updates, so each interval is integrated exactly.
-`window` (seconds, 0 = none) additionally forgets everything older than one window by
-restarting the integrals at window boundaries (KAI's tumbling window).
+Same quantity as the framework's `InMemoryUsageStore` (kai-spec §4.3):
+U_q = ∫ 0.5^((now - s) / h) a_q(s) ds / ∫ 0.5^((now - s) / h) c(s) ds, allocation and capacity
+piecewise constant between records. The in-memory store keeps every sample of the window and
+integrates them all on each `usage()` call, O(samples) per call; a week-long simulation records
+thousands of samples and asks every simulated minute, so this store instead keeps the two decayed
+integrals and updates them in O(queues) per call: both integrals are multiplied by the decay of
+the elapsed time and the new interval's exact integral is added. Time only moves forward here.
+`window` (seconds, 0 = none) forgets everything at each multiple of the window (KAI's tumbling
+window); with a half-life much shorter than the window, that matters little.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import math
 from collections.abc import Mapping
 
 RESOURCES = ("gpu", "cpu", "memory")
+Vector3 = tuple[float, float, float]
 
 
 class DecayedUsage:
-    """Accumulates per-queue allocation; `usage()` gives the snapshot's `usage` mapping."""
+    """`record(now, allocated, capacity)` from then on; `usage(now)` = decayed normalised usage."""
 
     def __init__(self, half_life: float, window: float = 0.0) -> None:
         if half_life <= 0:
@@ -25,41 +29,45 @@ class DecayedUsage:
         self.half_life = half_life
         self.window = window
         self.t = 0.0
-        self._window_start = 0.0
         self._used: dict[str, list[float]] = {}
         self._capacity = [0.0, 0.0, 0.0]
+        self._alloc: dict[str, Vector3] = {}
+        self._cap: Vector3 = (0.0, 0.0, 0.0)
 
-    def advance(
-        self,
-        now: float,
-        allocated: Mapping[str, tuple[float, float, float]],
-        capacity: tuple[float, float, float],
-    ) -> None:
-        """Integrate `allocated` (per queue: GPU milli, CPU milli, memory bytes, constant since the
-        last call) and `capacity` over (last call, now]."""
-        dt = now - self.t
-        if dt <= 0:
+    def _advance(self, now: float) -> None:
+        """Integrate the current state over (t, now]."""
+        if now <= self.t:
             return
-        if self.window > 0 and now - self._window_start >= self.window:
+        start = self.t
+        if self.window > 0 and math.floor(now / self.window) > math.floor(self.t / self.window):
             self._used.clear()
             self._capacity = [0.0, 0.0, 0.0]
-            self._window_start = now - (now - self._window_start) % self.window
-            dt = now - max(self.t, self._window_start)
+            start = math.floor(now / self.window) * self.window
+        dt = now - start
         decay = 0.5 ** (dt / self.half_life)
-        # Integral of 0.5^((now - s) / h) ds over the interval = h / ln 2 * (1 - decay).
+        # ∫ over the interval of 0.5^((now - s) / h) ds = h / ln 2 * (1 - decay).
         weight = self.half_life / math.log(2) * (1.0 - decay)
         for used in self._used.values():
             for r in range(3):
                 used[r] *= decay
         for r in range(3):
-            self._capacity[r] = self._capacity[r] * decay + capacity[r] * weight
-        for q, amounts in allocated.items():
+            self._capacity[r] = self._capacity[r] * decay + self._cap[r] * weight
+        for q, amounts in self._alloc.items():
             used = self._used.setdefault(q, [0.0, 0.0, 0.0])
             for r in range(3):
                 used[r] += amounts[r] * weight
         self.t = now
 
-    def usage(self) -> dict[str, dict[str, float]]:
+    def record(self, now: float, allocated: Mapping[str, Vector3], capacity: Vector3) -> None:
+        """From `now` on, queue q holds `allocated[q]` (GPU milli, CPU milli, memory bytes)."""
+        if now < self.t:
+            raise ValueError(f"usage record at {now} is older than the last one ({self.t})")
+        self._advance(now)
+        self._alloc = {q: (float(v[0]), float(v[1]), float(v[2])) for q, v in allocated.items()}
+        self._cap = (float(capacity[0]), float(capacity[1]), float(capacity[2]))
+
+    def usage(self, now: float) -> dict[str, dict[str, float]]:
+        self._advance(now)
         out: dict[str, dict[str, float]] = {}
         for q in sorted(self._used):
             used = self._used[q]
