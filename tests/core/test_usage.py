@@ -88,3 +88,18 @@ def test_usage_lowers_an_over_quota_share() -> None:
     w.snapshot.usage = {"q0": {"gpu": 0.9, "cpu": 0.0, "memory": 0.0}}
     shares = {name: q.fair_share[0] for name, q in w.run().session.queues.items()}
     assert shares["q1"] > shares["q0"]
+
+
+def test_allocation_sample_rolls_up_to_departments() -> None:
+    from shoal.framework.usage import allocation_sample
+
+    from .reclaim_world import World
+
+    w = World().node("n0", 8).node("n1", 8).queue("dep").queue("a", parent="dep").queue("b")
+    w.job("ja", "a", gpus=2, nodes=["n0"]).job("jb", "b", gpus=1, tasks=2, nodes=["n1", "n1"]).job("wait", "a")
+    allocated, capacity = allocation_sample(w.snapshot)
+    assert {q: v[0] for q, v in allocated.items()} == {"a": 2000.0, "b": 2000.0, "dep": 2000.0}
+    assert capacity[0] == 16000.0
+    s = InMemoryUsageStore()
+    s.record(0.0, allocated, capacity)
+    assert s.usage(60.0)["dep"]["gpu"] == pytest.approx(2 / 16)

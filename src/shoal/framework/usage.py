@@ -22,6 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from shoal.model.resources import MILLI
+from shoal.model.snapshot import ClusterSnapshot
+from shoal.model.status import ALLOCATED
+
 #: Resource names of the usage mapping (the queue accounting columns).
 RESOURCES = ("gpu", "cpu", "memory")
 WEEK = 7 * 24 * 3600.0
@@ -114,3 +118,31 @@ class InMemoryUsageStore:
                     acc[r] += v[r] * w
         return {q: {RESOURCES[r]: (acc[r] / cap[r] if cap[r] > 0 else 0.0) for r in range(3)}
                 for q, acc in sorted(used.items())}
+
+
+def allocation_sample(snapshot: ClusterSnapshot) -> tuple[dict[str, Vector3], Vector3]:
+    """What to `record` for a snapshot: per queue (leaf and every ancestor) the allocated
+    resources of its pods (GPU quota milli incl. fractions and MIG slices, CPU milli, memory
+    bytes), and the capacity of ready nodes in the same units."""
+    parents = {q.name: q.parent for q in snapshot.queues}
+    queue_of = {pg.uid: pg.queue for pg in snapshot.podgroups}
+    used: dict[str, list[float]] = {}
+    for pod in snapshot.pods:
+        q: str | None = queue_of.get(pod.job)
+        if q is None or not pod.status & ALLOCATED:
+            continue
+        seen: set[str] = set()
+        while q and q not in seen:
+            seen.add(q)
+            acc = used.setdefault(q, [0.0, 0.0, 0.0])
+            acc[0] += pod.gpu_quota_milli
+            acc[1] += pod.cpu_milli
+            acc[2] += pod.memory
+            q = parents.get(q)
+    cap = [0.0, 0.0, 0.0]
+    for node in snapshot.nodes:
+        if node.ready:
+            cap[0] += node.allocatable.get("nvidia.com/gpu", 0) * MILLI
+            cap[1] += node.allocatable.get("cpu", 0)
+            cap[2] += node.allocatable.get("memory", 0)
+    return ({q: (v[0], v[1], v[2]) for q, v in sorted(used.items())}, (cap[0], cap[1], cap[2]))
