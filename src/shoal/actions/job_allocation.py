@@ -8,13 +8,14 @@ rolls the statement back. Nodes are ranked by the summed plugin scores, ties by 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from shoal.actions.node_choice import best_node, rejection_counts
 from shoal.framework.jobs import Job, PodSet, Task
-from shoal.framework.session import Session
+from shoal.framework.session import NodeSetsFn, Session
 from shoal.framework.statement import Statement
 from shoal.model.status import PodStatus
 from shoal.model.topology import TopologyConstraint
@@ -112,12 +113,19 @@ class _Walk:
 
 
 def _node_sets(w: _Walk, name: str, constraint: TopologyConstraint | None, pod_sets: list[PodSet],
-               tasks: list[Task], mask: np.ndarray) -> list[np.ndarray]:
-    """KAI's SubsetNodes: every registered splitter refines every node set of the previous one."""
-    sets = [mask]
+               tasks: list[Task], mask: np.ndarray) -> Iterable[np.ndarray]:
+    """KAI's SubsetNodes: every registered splitter refines every node set of the previous one
+    (lazily: a later node set is only built when the earlier ones failed)."""
+    sets: Iterable[np.ndarray] = [mask]
     for fn in w.ssn.hooks.node_sets:
-        sets = [s for m in sets for s in fn(w.ssn, w.job, name, constraint, pod_sets, tasks, m)]
+        sets = _refine(w, fn, name, constraint, pod_sets, tasks, sets)
     return sets
+
+
+def _refine(w: _Walk, fn: NodeSetsFn, name: str, constraint: TopologyConstraint | None,
+            pod_sets: list[PodSet], tasks: list[Task], sets: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+    for m in sets:
+        yield from fn(w.ssn, w.job, name, constraint, pod_sets, tasks, m)
 
 
 def _alloc_set(w: _Walk, group: SubGroup, tasks: list[Task], mask: np.ndarray) -> bool:

@@ -8,7 +8,7 @@ change state only through `Statement`s.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,9 +40,9 @@ JobKey = Callable[[Job], tuple[Any, ...]]
 TaskKey = Callable[[Task], tuple[Any, ...]]
 #: KAI's SubsetNodes (kai-spec §3.8, §3.12): (session, job, (sub)group name, its topology constraint,
 #: the pod sets under it, the tasks to place there, the incoming node-set mask) -> the node-set masks
-#: to try, in order. [] = the group cannot be placed (the hook records why on the job).
+#: to try, in order (may be lazy); none = the group cannot be placed (the hook records why on the job).
 NodeSetsFn = Callable[["Session", Job, str, TopologyConstraint | None, list[PodSet], list[Task], np.ndarray],
-                      list[np.ndarray]]
+                      Iterable[np.ndarray]]
 PreJobAllocation = Callable[["Session", Job], None]
 #: Scores that depend on the job being allocated (topology's preferred-level scores), never cached:
 #: (session, task) -> per-node scores, or None when the task's group has none.

@@ -11,6 +11,7 @@ A preferred level also gives node scores so that pods of the group stay in few d
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class TopologyPlugin:
 
     # -- node sets -----------------------------------------------------------------------------
     def node_sets(self, ssn: Session, job: Job, name: str, constraint: TopologyConstraint | None,
-                  pod_sets: list[PodSet], tasks: list[Task], node_set: np.ndarray) -> list[np.ndarray]:
+                  pod_sets: list[PodSet], tasks: list[Task], node_set: np.ndarray) -> Iterable[np.ndarray]:
         if constraint is None or not constraint.topology:
             return [node_set]
         tree = self.trees.get(constraint.topology)
@@ -94,7 +95,7 @@ class TopologyPlugin:
             self.scores[name] = topo.preferred_scores(tree, view.top, keys, pref)
         eligible = _sticky_domains(tree, pod_sets, constraint)
         found: list[tuple[int, int]] = []
-        errors: list[str] = []
+        failed: list[tuple[int, int]] = []
         for idx, d in enumerate(depths):
             for k in range(len(tree.ids[d])):
                 if eligible is not None and not eligible[d][k]:
@@ -102,16 +103,23 @@ class TopologyPlugin:
                 if view.fits(d, k):
                     found.append((d, k))
                 elif idx == len(depths) - 1:
-                    errors.append(view.fit_error(d, k, job, name))
+                    failed.append((d, k))
         if not found:
-            for e in errors:
-                _add_error(job, e)
+            for d, k in failed:
+                _add_error(job, view.fit_error(d, k, job, name))
             _add_error(job, _no_match(tree, constraint, job, name))
             return []
         found.sort(key=lambda dk: (-dk[0], topo.path_key(tree, keys, dk[0], dk[1], view.top[0])))
-        valid = node_set & tree.member
-        sets = [tree.domain_mask(d, k) & valid for d, k in found]
-        return [s for s in sets if s.any()]
+        return _domain_node_sets(tree, found, node_set & tree.member)
+
+
+def _domain_node_sets(tree: topo.TopologyTree, found: list[tuple[int, int]], valid: np.ndarray
+                      ) -> Iterator[np.ndarray]:
+    """The nodes of each domain (in the incoming node set), built only when the walk asks."""
+    for d, k in found:
+        mask = tree.domain_mask(d, k) & valid
+        if mask.any():
+            yield mask
 
 
 class _DomainView:
@@ -123,23 +131,28 @@ class _DomainView:
         self.tree = tree
         self.n_tasks = len(tasks)
         self.top = topo.lowest_common_domain(tree, node_set, preferred_level)
-        inside = topo.in_subtree(tree, self.top)
+        inside = np.concatenate(topo.in_subtree(tree, self.top))
         nodes = ssn.nodes
         free = nodes.idle + nodes.releasing
-        self.request = np.zeros(free.shape[1], dtype=np.int64)
         vecs = [_topology_vector(t) for t in tasks]
-        for v in vecs:
-            self.request += v
-        self.free = [np.where(inside[d][:, None], s, 0) for d, s in enumerate(topo.domain_sums(tree, free))]
-        self.ratios = [topo.fill_ratio(self.request, f) for f in self.free]
+        self.request: np.ndarray = np.asarray(np.sum(vecs, axis=0, dtype=np.int64))
+        # Domains outside the subtree of the lowest common domain have nothing free (like KAI's
+        # per-call tree annotations), so they never fit a group that asks for something.
+        free_all = np.where(inside[:, None], tree.onehot @ free.astype(np.float64), 0.0)
+        ratios_all = topo.fill_ratio(self.request, free_all)
+        o = tree.offsets
+        self.free = [free_all[o[d]:o[d + 1]] for d in range(tree.depth + 1)]
+        self.ratios = [ratios_all[o[d]:o[d + 1]] for d in range(tree.depth + 1)]
         self.pods: list[np.ndarray] | None = None
         if _homogeneous(tasks):
             max_req = np.max(np.stack(vecs), axis=0)
-            node_free = free.copy()
+            node_free = free
             if 0 < max_req[GPU_COL] < MILLI:
+                node_free = free.copy()
                 node_free[:, GPU_COL] += _shared_free_milli(ssn)
             per_node = topo.node_accommodation(node_free, max_req, self.n_tasks)
-            self.pods = [np.where(inside[d], s, -1) for d, s in enumerate(topo.domain_sums(tree, per_node))]
+            pods_all = np.where(inside, tree.onehot @ per_node.astype(np.float64), -1.0)
+            self.pods = [pods_all[o[d]:o[d + 1]] for d in range(tree.depth + 1)]
 
     def fits(self, d: int, k: int) -> bool:
         if self.pods is not None and self.pods[d][k] >= 0:

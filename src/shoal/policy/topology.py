@@ -42,6 +42,11 @@ class TopologyTree:
     ids: list[list[str]] = field(default_factory=list)
     #: parent[d][k] = index at depth d-1 of the parent of domain k at depth d (parent[0] = [-1]).
     parent: list[np.ndarray] = field(default_factory=list)
+    #: Membership of every domain (all depths stacked, root first) as a [n_domains, n_nodes]
+    #: float matrix, so the sums over all domains are one matrix product; offsets[d] = first row
+    #: of depth d (offsets[-1] = number of domains).
+    onehot: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    offsets: list[int] = field(default_factory=list)
 
     @property
     def depth(self) -> int:
@@ -92,6 +97,14 @@ def build_tree(topology: Topology, labels: list[dict[str, str]]) -> TopologyTree
         tree.node_domain.append(node_dom)
         tree.ids.append(ids)
         tree.parent.append(parent)
+    tree.offsets = [0]
+    for d in range(tree.depth + 1):
+        tree.offsets.append(tree.offsets[-1] + len(tree.ids[d]))
+    tree.onehot = np.zeros((tree.offsets[-1], n))
+    for d in range(tree.depth + 1):
+        rows = tree.node_domain[d]
+        cols = np.flatnonzero(rows >= 0)
+        tree.onehot[tree.offsets[d] + rows[cols], cols] = 1.0
     return tree
 
 
@@ -104,10 +117,11 @@ def lowest_common_domain(tree: TopologyTree, node_set: np.ndarray, preferred_lev
     if not valid.any():
         return best
     for d in range(1, tree.depth + 1):
-        doms = np.unique(tree.node_domain[d][valid])
-        if len(doms) != 1:
+        doms = tree.node_domain[d][valid]
+        first = int(doms[0])
+        if first != int(doms.min()) or first != int(doms.max()):
             break
-        best = (d, int(doms[0]))
+        best = (d, first)
         if stop is not None and d == stop:
             break
     return best
@@ -131,16 +145,11 @@ def in_subtree(tree: TopologyTree, top: tuple[int, int]) -> list[np.ndarray]:
 
 
 def domain_sums(tree: TopologyTree, per_node: np.ndarray) -> list[np.ndarray]:
-    """Per depth, the sum of `per_node` rows ([n_nodes] or [n_nodes, R]) over each domain's nodes."""
-    out: list[np.ndarray] = []
-    member = tree.member
-    for d in range(tree.depth + 1):
-        n_dom = len(tree.ids[d])
-        shape = (n_dom, *per_node.shape[1:])
-        acc = np.zeros(shape, dtype=per_node.dtype)
-        np.add.at(acc, tree.node_domain[d][member], per_node[member])
-        out.append(acc)
-    return out
+    """Per depth, the sum of `per_node` rows ([n_nodes] or [n_nodes, R]) over each domain's nodes
+    (float64; exact for integer amounts below 2^53)."""
+    total = tree.onehot @ per_node.astype(np.float64)
+    o = tree.offsets
+    return [total[o[d]:o[d + 1]] for d in range(tree.depth + 1)]
 
 
 def node_accommodation(free: np.ndarray, max_req: np.ndarray, n_tasks: int) -> np.ndarray:
