@@ -105,3 +105,18 @@ def test_reclaim_min_runtime(queue_runtime: float | None, started_ago: float, ev
         w.job(name, "q0", nodes=["n0"], started=NOW - started_ago)
     w.job("p", "q1", gpus=2)
     assert evicted_jobs(w.run("reclaim")) == evicted
+
+
+def test_reclaim_across_a_three_level_tree() -> None:
+    """root departments -> teams -> leaf queues: the starved leaf under one department takes GPUs
+    back from a leaf two levels down in the other department, which is above its share."""
+    w = World().node("n0", 4)
+    w.queue("d1", quota=2).queue("d2", quota=2)
+    w.queue("t1", quota=2, parent="d1").queue("t2", quota=2, parent="d2")
+    w.queue("a", quota=2, parent="t1").queue("b", quota=2, parent="t2")
+    for name in "wxyz":
+        w.job(name, "b", nodes=["n0"])
+    w.job("p", "a", gpus=2)
+    result = w.run("reclaim")
+    assert evicted_jobs(result) == {"y", "z"}
+    assert statuses(result)["p-0"] == "Pipelined"
