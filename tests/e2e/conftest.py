@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import uuid
@@ -25,7 +26,10 @@ from .cluster import SCRIPT, Cluster, KEnv, apply_deploy, require_binaries
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     require_binaries()
     state = tmp_path_factory.mktemp("k8s")
-    res = subprocess.run([str(SCRIPT), "start", str(state)], capture_output=True, text=True, timeout=240)
+    # A 10 s heartbeat keeps the heartbeat test short and costs little with a few dozen nodes.
+    env = {"SHOAL_KWOK_HEARTBEAT_MS": "10000", **os.environ}
+    res = subprocess.run([str(SCRIPT), "start", str(state)], capture_output=True, text=True, timeout=240,
+                         env=env)
     if res.returncode != 0:
         pytest.fail(f"k8s-test-env start failed:\n{res.stderr[-4000:]}", pytrace=False)
     try:

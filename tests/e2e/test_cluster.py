@@ -63,6 +63,22 @@ def test_kwok_node_becomes_ready_and_keeps_gpu_capacity(kenv: KEnv) -> None:
     assert node.status.nodeInfo.kubeletVersion.startswith("kwok-")
 
 
+def test_kwok_node_heartbeat_advances(kenv: KEnv) -> None:
+    (name,) = kenv.add_gpu_nodes(1)
+    kenv.wait_nodes_ready([name])
+
+    def ready_condition() -> Any:
+        node = kenv.client.get(Node, name)
+        return next(c for c in node.status.conditions if c.type == "Ready")
+
+    first = ready_condition()
+    # The fixture starts kwok with a 10-12.5 s heartbeat.
+    later = eventually(lambda: (c := ready_condition()).lastHeartbeatTime > first.lastHeartbeatTime and c,
+                       20, interval=0.5, what="a newer lastHeartbeatTime")
+    assert later.status == "True"
+    assert later.lastTransitionTime == first.lastTransitionTime
+
+
 def test_node_without_kwok_annotation_is_left_alone(kenv: KEnv) -> None:
     name = f"{kenv.node_prefix}-unmanaged"
     kenv.client.create(Node(metadata=ObjectMeta(name=name)))
