@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from shoal.actions import allocate, consolidation, preempt, reclaim, stalegangeviction
 from shoal.framework.session import Session
-from shoal.plugins import dynamicresources, minruntime, ordering, predicates, proportion, scoring, topology
+from shoal.plugins import dynamicresources, fragaware, minruntime, ordering, predicates, proportion, scoring, topology
 
 PluginOpen = Callable[[Session, dict[str, str]], None]
 Action = Callable[[Session], None]
@@ -31,6 +31,7 @@ def plugin_registry() -> dict[str, PluginOpen]:
         "gpuspread": scoring.open_gpuspread,
         "resourcetype": scoring.open_resourcetype,
         "nodeplacement": scoring.open_nodeplacement,
+        "fragaware": fragaware.open_fragaware,
         "nominatednode": scoring.open_nominatednode,
         # Pod-set order is built into the allocation (shoal.actions.job_allocation.pod_set_order).
         "subgrouporder": _noop,

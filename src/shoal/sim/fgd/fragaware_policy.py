@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.policy.fragaware import DEFAULT_WEIGHTS, FragAwareWeights, NodeStates, delta_to_score
+from shoal.policy.fragaware import DEFAULT_WEIGHTS, FragAwareWeights, NodeStates, cpu_shortage, delta_to_score
 from shoal.policy.fragmentation import FloatArray, TypicalPods, node_fragment
 from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
-from shoal.sim.fgd.policies import _DeterministicPolicy
+from shoal.sim.fgd.policies import _DeterministicPolicy, best_fit_device
 from shoal.sim.openb import MILLI_PER_GPU
 
 _DEDUP_FROM = 200  # batch size from which deduplicating node states pays off
@@ -31,9 +31,13 @@ class FragAwarePolicy(_DeterministicPolicy):
 
     name = "fragaware"
 
-    def __init__(self, typical: TypicalPods, weights: FragAwareWeights = DEFAULT_WEIGHTS) -> None:
+    def __init__(self, typical: TypicalPods, weights: FragAwareWeights = DEFAULT_WEIGHTS,
+                 best_fit_device: bool = True) -> None:
         self._typical = typical
         self._weights = weights
+        # True: a 1-GPU pod takes the fullest GPU it fits (the core's device order, gpupack);
+        # False: every fitting GPU is scored and the node keeps its best.
+        self._best_fit_device = best_fit_device
 
     def _frag(self, free: IntArray, cpu_left: IntArray, model: IntArray) -> FloatArray:
         if len(free) < _DEDUP_FROM:
@@ -47,7 +51,10 @@ class FragAwarePolicy(_DeterministicPolicy):
     def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
         free = cluster.free[idx]
         cpu = cluster.cpu_left[idx]
-        if kind.num_gpu == 1:
+        if kind.num_gpu == 1 and self._best_fit_device:
+            node_i = np.arange(len(idx), dtype=np.int64)
+            dev_i = best_fit_device(cluster, idx, kind)
+        elif kind.num_gpu == 1:
             node_i, dev_i = _fractional_candidates(free, kind.gpu_milli)
         else:
             node_i = np.arange(len(idx), dtype=np.int64)
@@ -69,8 +76,12 @@ class FragAwarePolicy(_DeterministicPolicy):
         before_s = NodeStates(free[node_i], cpu_b, model, count)
         after_s = NodeStates(after, cpu_a, model, count)
         rank = idx[node_i] / float(len(cluster))
-        cand = to_int_scores(delta_to_score((frag[m:] - frag[:m]) / MILLI_PER_GPU, before_s, after_s, rank,
-                                            self._weights))
+        delta = (frag[m:] - frag[:m]) / MILLI_PER_GPU
+        if self._weights.shortage:
+            short = cpu_shortage(np.concatenate([free[node_i], after]), np.concatenate([cpu_b, cpu_a]),
+                                 np.concatenate([model, model]), self._typical)
+            delta = delta + self._weights.shortage * (short[m:] - short[:m]) / MILLI_PER_GPU
+        cand = to_int_scores(delta_to_score(delta, before_s, after_s, rank, self._weights))
         return _best_per_node(len(idx), node_i, dev_i, cand)
 
 

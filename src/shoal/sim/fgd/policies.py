@@ -165,6 +165,8 @@ class PackingPolicy(_DeterministicPolicy):
 def policy_registry() -> dict[str, PolicyFactory]:
     """Policy name -> factory(typical pods, the run's random stream). Built fresh per call."""
     from shoal.sim.fgd.fgd_policy import FgdPolicy  # local: fgd_policy imports this module
+    from shoal.sim.fgd.fragaware_policy import FragAwarePolicy
+    from shoal.sim.fgd.kai_binpack_policy import KaiBinpackPolicy
 
     return {
         "random": lambda typical, rng: RandomPolicy(rng),
@@ -173,6 +175,8 @@ def policy_registry() -> dict[str, PolicyFactory]:
         "packing": lambda typical, rng: PackingPolicy(),
         "bestfit": lambda typical, rng: BestFitPolicy(),
         "fgd": lambda typical, rng: FgdPolicy(typical),
+        "kai-binpack": lambda typical, rng: KaiBinpackPolicy(),
+        "fragaware": lambda typical, rng: FragAwarePolicy(typical),
     }
 
 

@@ -1,0 +1,165 @@
+"""``fragaware``: fragmentation-aware node scoring (replaces ``nodeplacement``; docs/fragaware.md).
+
+A node's score is how little placing the task there fragments the node's free GPUs against the
+pod mix the cluster is likely to see next, plus small best-fit and stable-node-order terms
+(:mod:`shoal.policy.fragaware`). Arguments (all optional, strings like every plugin argument):
+
+* ``mix`` — the pod mix (``shoal.policy.fragaware.encode_mix`` format), filled each cycle by the
+  adapter from its :class:`shoal.framework.podmix.PodMixTracker`; without it the mix is the
+  snapshot's own pods (pending and running), counted equally.
+* ``modelLabel`` — node label naming the GPU model (default ``nvidia.com/gpu.product``); mix
+  entries restricted to models only count nodes of those models as usable.
+* ``order``, ``fit``, ``shortage`` — weights of the packing terms (``FragAwareWeights``).
+
+The score is node-local (a node's answer changes only when the node does), so the node-choice
+cache keeps it; the per-device free-milli matrix is cached here by node version as well. Device
+choice stays with the GPU-order plugin (``gpupack``: fullest fitting GPU first), which is the
+device the score assumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from shoal.framework.fit import Rows
+from shoal.framework.jobs import Task
+from shoal.framework.podmix import DEFAULT_MODEL_LABEL, pod_kind
+from shoal.framework.session import Session
+from shoal.model.resources import CPU_COL, GPU_COL, MILLI
+from shoal.policy.fragaware import (
+    DEFAULT_WEIGHTS,
+    FragAwareWeights,
+    MixEntry,
+    NodeStates,
+    cpu_shortage,
+    delta_to_score,
+    fragment_delta,
+    parse_mix,
+    typical_from_mix,
+)
+from shoal.policy.fragmentation import TypicalPods
+
+#: Scores are squashed into (0, SCALE): the band of nodeplacement (every other plugin scores in
+#: multiples of 10), so fragaware only orders nodes the other plugins rank equally.
+SCALE = 9.0
+_SQUASH = 4.0  # GPUs of score difference that span most of the band
+_BIG = 1 << 40
+
+
+def open_fragaware(ssn: Session, args: dict[str, str]) -> None:
+    """Register the fragmentation-aware node scorer."""
+    label = args.get("modelLabel", DEFAULT_MODEL_LABEL)
+    weights = _weights(args)
+    nodes = ssn.nodes
+    models = sorted({n.labels.get(label, "") for n in nodes.nodes})
+    model_of = {m: k for k, m in enumerate(models)}
+    model = np.array([model_of[n.labels.get(label, "")] for n in nodes.nodes], dtype=np.int64)
+    entries = parse_mix(args["mix"]) if "mix" in args else _snapshot_mix(ssn, label)
+    mix = typical_from_mix(entries, models)
+    devices = _DeviceCache(ssn)
+    n = max(len(nodes), 1)
+    rank_all = np.arange(len(nodes), dtype=np.float64) / n
+
+    def score(s: Session, task: Task, rows: Rows) -> np.ndarray:
+        idx = np.arange(len(s.nodes), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        before = NodeStates(devices.free(idx), s.nodes.idle[idx, CPU_COL], model[idx], devices.count[idx])
+        after = _after(s, task, idx, before)
+        return squash(_raw_score(before, after, rank_all[idx], mix, weights))
+
+    ssn.hooks.node_scorers.append(score)
+
+
+def squash(raw: np.ndarray) -> np.ndarray:
+    """Monotone map of raw scores (GPUs) into (0, SCALE)."""
+    out: np.ndarray = SCALE / 2 * (1.0 + np.tanh(raw / _SQUASH))
+    return out
+
+
+def _raw_score(before: NodeStates, after: NodeStates, rank: np.ndarray, mix: TypicalPods,
+               weights: FragAwareWeights) -> np.ndarray:
+    delta = fragment_delta(before, after, mix) / MILLI
+    if weights.shortage and len(mix.freq):
+        both = cpu_shortage(np.concatenate([before.free, after.free]),
+                            np.concatenate([before.cpu_left, after.cpu_left]),
+                            np.concatenate([before.model, after.model]), mix)
+        k = len(before.cpu_left)
+        delta = delta + weights.shortage * (both[k:] - both[:k]) / MILLI
+    return delta_to_score(delta, before, after, rank, weights)
+
+
+def _weights(args: dict[str, str]) -> FragAwareWeights:
+    w = DEFAULT_WEIGHTS
+    for key in ("order", "fit", "shortage"):
+        if key in args:
+            try:
+                w = replace(w, **{key: float(args[key])})
+            except ValueError:
+                raise ValueError(f"fragaware: {key}: expected a number, got {args[key]!r}") from None
+    return w
+
+
+def _snapshot_mix(ssn: Session, label: str) -> list[MixEntry]:
+    """Cold start: the kinds of the snapshot's pods, each pod counted once."""
+    counts: dict[tuple[int, int, int, tuple[str, ...]], int] = {}
+    mem = int(ssn.nodes.gpu_memory.max(initial=0))
+    for pod in ssn.snapshot.pods:
+        key = pod_kind(pod, label, mem)
+        counts[key] = counts.get(key, 0) + 1
+    return [MixEntry(c, m, d, ms, float(w)) for (c, m, d, ms), w in sorted(counts.items())]
+
+
+class _DeviceCache:
+    """Free milli-GPU per device [n, D] (shared groups first, then whole idle devices, then 0s),
+    rebuilt for a node only when its version moved."""
+
+    def __init__(self, ssn: Session) -> None:
+        self._ssn = ssn
+        nodes = ssn.nodes
+        self.count = np.maximum(nodes.gpu_count, nodes.alloc[:, GPU_COL] // MILLI).astype(np.int64)
+        self._free = np.zeros((len(nodes), max(int(self.count.max(initial=0)), 1)), dtype=np.int64)
+        self._version = np.full(len(nodes), -1, dtype=np.int64)
+
+    def free(self, idx: np.ndarray) -> np.ndarray:
+        nodes = self._ssn.nodes
+        stale = idx[nodes.version[idx] != self._version[idx]]
+        for i in stale.tolist():
+            row = self._free[i]
+            row[:] = 0
+            k = 0
+            mem = int(nodes.gpu_memory[i])
+            for g in nodes.groups[i].values():
+                if g.allocated > 0 and k < len(row):
+                    row[k] = max(0, (mem - g.allocated) * MILLI // mem) if mem > 0 else 0
+                    k += 1
+            whole = min(int(nodes.idle[i, GPU_COL]) // MILLI, len(row) - k)
+            row[k:k + max(whole, 0)] = MILLI
+            self._version[i] = nodes.version[i]
+        out: np.ndarray = self._free[idx]
+        return out
+
+
+def _after(ssn: Session, task: Task, idx: np.ndarray, before: NodeStates) -> NodeStates:
+    """The node states after placing ``task`` (whole GPUs: lowest free devices; shared: the
+    fullest fitting devices, as gpupack chooses; CPU-only: only CPU changes)."""
+    g = task.pod.gpu
+    free = before.free.copy()
+    if g.whole:
+        whole = free == MILLI
+        free = np.where(whole & (np.cumsum(whole, axis=1) <= g.whole), 0, free)
+    elif g.is_shared:
+        if g.is_gpu_memory:
+            mem = ssn.nodes.gpu_memory[idx]
+            portion = np.where(mem > 0, -(-g.memory_mib * 100 // np.maximum(mem, 1)) * 10, MILLI)
+        else:
+            portion = np.full(len(idx), g.portion_milli, dtype=np.int64)
+        portion = np.minimum(portion, MILLI)
+        for _ in range(max(g.devices, 1)):
+            fits = free >= portion[:, None]
+            dev = np.argmin(np.where(fits, free, _BIG), axis=1)
+            rows = np.flatnonzero(fits.any(axis=1))
+            # A device taken for this pod cannot take a second share of it: mark it negative.
+            free[rows, dev[rows]] = -(free[rows, dev[rows]] - portion[rows]) - 1
+        free = np.where(free < 0, -free - 1, free)
+    return NodeStates(free, before.cpu_left - task.pod.cpu_milli, before.model, before.gpu_count)

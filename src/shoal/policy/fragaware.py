@@ -1,0 +1,205 @@
+"""Fragmentation-aware placement score (``fragaware``): pure numpy math shared by the core plugin
+and the FGD replay.
+
+A candidate placement turns a node state ``before`` into ``after``. Its score (higher wins) is
+
+    score = - dF / 1000                                   (FGD's fragment growth, unrounded, in GPUs)
+            - w_order  * rank                             (stable node order, rank in [0, 1))
+            - w_fit    * (free GPU left on the node / node GPUs)        (best fit among equal dF)
+            - w_fresh  * [a fractional pod opens a completely free GPU]
+            - w_open   * [the pod opens a completely idle node]
+
+F is :func:`shoal.policy.fragmentation.node_fragment` against the distribution of the pods
+likely to come next. The three packing terms are small against one GPU of fragment: they order
+placements that fragment equally (best fit, then keep using the same subset of nodes), which is
+where most of FGD's gain came from (its integer scores tie among hundreds of nodes and ties went
+to a fixed node order). Every term depends on one node's state only, so callers can cache a
+node's score until that node changes. No I/O, no randomness, never mutates its inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from shoal.policy.fragmentation import FloatArray, TypicalPods, node_fragment
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+MILLI_PER_GPU = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class FragAwareWeights:
+    """Weights of the packing terms, in GPUs of fragment per unit of the term."""
+
+    order: float = 0.05
+    fit: float = 0.02
+    fresh: float = 0.0
+    open: float = 0.0
+    shortage: float = 0.0  # per GPU of expected CPU-shortage stranding added (see cpu_shortage)
+    device: float = 0.001  # per GPU left free on the device a fractional pod takes (best-fit device)
+
+
+DEFAULT_WEIGHTS = FragAwareWeights()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStates:
+    """B node states: free milli-GPU per device [B, D] (0 for devices a node lacks), milli-CPU left
+    [B], GPU model index [B] (column of ``TypicalPods.allowed``) and the node's GPU count [B]."""
+
+    free: IntArray
+    cpu_left: IntArray
+    model: IntArray
+    gpu_count: IntArray
+
+
+def fragment_delta(before: NodeStates, after: NodeStates, mix: TypicalPods) -> FloatArray:
+    """F(after) - F(before) per candidate, milli-GPU (positive = the placement adds fragment)."""
+    n = len(before.cpu_left)
+    frag = node_fragment(
+        np.concatenate([before.free, after.free]),
+        np.concatenate([before.cpu_left, after.cpu_left]),
+        np.concatenate([before.model, after.model]),
+        mix,
+    )
+    out: FloatArray = frag[n:] - frag[:n]
+    return out
+
+
+def cpu_shortage(free: IntArray, cpu_left: IntArray, model: IntArray, mix: TypicalPods) -> FloatArray:
+    """Expected milli-GPU a node strands for lack of CPU if filled with the mix's GPU pods.
+
+    For GPU pod m (CPU c_m, GPU g_m = count * milli): the node's CPU left feeds at most
+    ``cpu_left * g_m / c_m`` milli-GPU of m, so ``max(0, G - cpu_left * g_m / c_m)`` of its free
+    GPU G can never be used by m. Averaged with the mix's frequencies (models m may not use
+    count as stranded in full). A smooth, capacity-based counterpart of FGD's "lacks CPU" class.
+    """
+    gpu_pods = mix.count > 0
+    ratio = np.where(gpu_pods, mix.count * mix.milli / np.maximum(mix.cpu_milli, 1), 0.0)  # [M]
+    total = free.sum(axis=1).astype(np.float64)  # [B]
+    usable = cpu_left[None, :] * ratio[:, None]  # [M, B]
+    stranded = np.where(mix.allowed[:, model], np.maximum(0.0, total[None, :] - usable), total[None, :])
+    out: FloatArray = (mix.freq[gpu_pods, None] * stranded[gpu_pods]).sum(axis=0)
+    return out
+
+
+def placement_score(
+    before: NodeStates,
+    after: NodeStates,
+    rank: FloatArray,
+    mix: TypicalPods,
+    weights: FragAwareWeights = DEFAULT_WEIGHTS,
+) -> FloatArray:
+    """Score of each candidate placement ``before[i] -> after[i]`` (higher is better).
+
+    ``rank`` in [0, 1) is the node's position in a stable node order (0 = preferred).
+    """
+    delta = fragment_delta(before, after, mix) / MILLI_PER_GPU
+    return delta_to_score(delta, before, after, rank, weights)
+
+
+def delta_to_score(
+    delta_gpus: FloatArray,
+    before: NodeStates,
+    after: NodeStates,
+    rank: FloatArray,
+    weights: FragAwareWeights = DEFAULT_WEIGHTS,
+) -> FloatArray:
+    """The score given the fragment growth ``delta_gpus`` (in GPUs) of each candidate."""
+    taken = before.free - after.free
+    # Free milli left on the device(s) the pod shares (0 for whole GPUs, CPU-only pods).
+    device_left = np.where((taken > 0) & (after.free > 0), after.free, 0).sum(axis=1) / MILLI_PER_GPU
+    count = np.maximum(before.gpu_count, 1)
+    left = after.free.sum(axis=1) / (count * MILLI_PER_GPU)
+    whole_before = (before.free == MILLI_PER_GPU).sum(axis=1)
+    whole_after = (after.free == MILLI_PER_GPU).sum(axis=1)
+    used_milli = before.free.sum(axis=1) - after.free.sum(axis=1)
+    # A fractional placement that consumes a whole GPU without taking all of it.
+    fresh = (whole_after < whole_before) & (used_milli < (whole_before - whole_after) * MILLI_PER_GPU)
+    idle = (before.free.sum(axis=1) == before.gpu_count * MILLI_PER_GPU) & (before.gpu_count > 0)
+    opens = idle & (used_milli > 0)
+    out: FloatArray = (
+        -delta_gpus
+        - weights.order * rank
+        - weights.fit * left
+        - weights.fresh * fresh
+        - weights.open * opens
+        - weights.device * device_left
+    )
+    return out
+
+
+# -- the pod mix: the distribution of pods likely to come next ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MixEntry:
+    """One kind of pod in the mix: CPU milli, GPU milli per device (0 = CPU-only), devices,
+    allowed GPU models (empty = any) and a non-negative weight (frequencies are weights / sum)."""
+
+    cpu_milli: int
+    gpu_milli: int
+    devices: int
+    models: tuple[str, ...]
+    weight: float
+
+    def encode(self) -> str:
+        models = "@" + "|".join(self.models) if self.models else ""
+        return f"{self.cpu_milli}/{self.gpu_milli}x{self.devices}{models}={self.weight:.6g}"
+
+
+class MixFormatError(ValueError):
+    """A pod-mix string that cannot be parsed; the message names the bad entry."""
+
+
+def encode_mix(entries: list[MixEntry]) -> str:
+    """``cpu/gpu_milli x devices [@model|model] = weight`` entries joined by ``;`` (the plugin's
+    ``mix`` argument), e.g. ``4000/500x1=0.3;12000/1000x2@A100=0.1;8000/0x0=0.05``."""
+    return ";".join(e.encode() for e in entries)
+
+
+def parse_mix(text: str) -> list[MixEntry]:
+    """Inverse of :func:`encode_mix`; blank entries are skipped. Raises :class:`MixFormatError`."""
+    out: list[MixEntry] = []
+    for raw in text.split(";"):
+        part = raw.strip()
+        if not part:
+            continue
+        try:
+            shape, weight = part.split("=")
+            shape, _, models = shape.partition("@")
+            cpu, gpu = shape.split("/")
+            milli, devices = gpu.split("x")
+            entry = MixEntry(int(cpu), int(milli), int(devices),
+                             tuple(m for m in models.split("|") if m), float(weight))
+        except ValueError:
+            raise MixFormatError(f"bad pod-mix entry {part!r} (expected cpu/millixdevices[@models]=weight)") from None
+        negative = min(entry.cpu_milli, entry.gpu_milli, entry.devices, entry.weight) < 0
+        if negative or entry.gpu_milli > MILLI_PER_GPU:
+            raise MixFormatError(f"bad pod-mix entry {part!r}: negative amount or more than 1000 milli per GPU")
+        out.append(entry)
+    return out
+
+
+def typical_from_mix(entries: list[MixEntry], models: list[str]) -> TypicalPods:
+    """The mix as FGD's :class:`TypicalPods` over the node GPU models ``models`` (column k of
+    ``allowed`` = ``models[k]``). Zero-weight entries are dropped; an empty mix gives no pods
+    (every fragment is then 0 and only the packing terms rank nodes)."""
+    kept = [e for e in entries if e.weight > 0]
+    total = sum(e.weight for e in kept)
+    allowed = np.ones((len(kept), max(len(models), 1)), dtype=np.bool_)
+    for i, e in enumerate(kept):
+        if e.models and e.gpu_milli > 0:
+            allowed[i, : len(models)] = [m in e.models for m in models]
+    return TypicalPods(
+        cpu_milli=np.array([e.cpu_milli for e in kept], dtype=np.int64),
+        milli=np.array([e.gpu_milli if e.devices else 0 for e in kept], dtype=np.int64),
+        count=np.array([e.devices if e.gpu_milli else 0 for e in kept], dtype=np.int64),
+        allowed=allowed,
+        freq=np.array([e.weight / total for e in kept], dtype=np.float64),
+    )
