@@ -10,7 +10,7 @@ from shoal.actions.solver import Validator, VictimSolver, request_vector
 from shoal.actions.victims import feasible_nodes
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
-from shoal.framework.session import Session, ScenarioValidator
+from shoal.framework.session import ScenarioValidator, Session
 
 #: Per preemptor: the victim candidates (in any order; the solver orders them), or None to skip.
 VictimPicker = Callable[[Job], list[Job] | None]
