@@ -10,7 +10,7 @@ A virtual clock runs one scheduling cycle every `--period` seconds: it builds a 
 from the bench's own state, calls `shoal.cycle.run_cycle`, binds what the cycle bound, and
 finishes pods once their runtime has passed. Only `run_cycle` is timed.
 
-    python bench/bench_topology.py [--period 1.0] [--actions allocate] [--scale 1.0]
+    python bench/bench_topology.py [--period 1.0] [--actions allocate] [--scale 1.0] [--queue-depth 0]
 """
 
 from __future__ import annotations
@@ -103,11 +103,12 @@ def build_gangs(scale: float) -> list[Gang]:
     return gangs
 
 
-def run(period: float, actions: tuple[str, ...], scale: float, max_cycles: int) -> None:
+def run(period: float, actions: tuple[str, ...], scale: float, max_cycles: int, depth: int = 0) -> None:
     nodes, rack_of = build_nodes()
     queues = build_queues()
     gangs = build_gangs(scale)
-    config = SchedulerConfig(actions=actions)
+    config = SchedulerConfig(actions=actions,
+                             queue_depth_per_action={a: depth for a in actions} if depth else {})
     by_uid = {g.pg.uid: g for g in gangs}
     arrived = 0
     active: dict[str, Gang] = {}
@@ -175,9 +176,11 @@ def main() -> None:
     ap.add_argument("--actions", default="allocate", help="comma-separated actions per cycle")
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the gangs per class")
     ap.add_argument("--max-cycles", type=int, default=100_000)
+    ap.add_argument("--queue-depth", type=int, default=0,
+                    help="KAI's queueDepthPerAction for every action (jobs tried per queue); 0 = all")
     args = ap.parse_args()
     run(args.period, tuple(a.strip() for a in args.actions.split(",") if a.strip()), args.scale,
-        args.max_cycles)
+        args.max_cycles, args.queue_depth)
 
 
 if __name__ == "__main__":
