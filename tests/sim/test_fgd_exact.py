@@ -42,7 +42,6 @@ def test_fgd_and_bestfit_match_published_per_seed(policy: str, seed: int) -> Non
         pytest.param("dotprod", 43, id="DotProd seed 43"),
         pytest.param("clustering", 46, id="GpuClustering seed 46"),
         pytest.param("packing", 47, id="GpuPacking seed 47"),
-        pytest.param("fgd", 44, id="FGD seed 44"),
     ],
 )
 def test_whole_allocation_curve_matches_raw_table(policy: str, seed: int) -> None:
