@@ -1,0 +1,381 @@
+"""The pod grouper on the real API server: operator workloads become gang-scheduled PodGroups.
+
+The published CRDs of PyTorchJob, RayCluster, JobSet and LeaderWorkerSet (``../shared/crds/``) are
+created once per session. No operator runs: each test creates the owner object, then what its operator
+would create (pods with the operator's labels and a controller ownerReference; for a JobSet, its Jobs,
+whose pods the real Job controller makes). One `shoal run` (with its pod grouper) serves the module.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import ApiError, Client, codecs
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.core_v1 import Pod
+
+from .cluster import Cluster, KEnv, shared_dir, wait_crd_served
+from .scheduler_fixtures import (
+    PodGroupRes,
+    ShoalProcess,
+    create,
+    ensure_queue,
+    shoal_runner,  # noqa: F401  (fixture)
+)
+
+pytestmark = pytest.mark.e2e
+
+CRD_FILES = (
+    "kubeflow-training-operator-v1/kubeflow.org_pytorchjobs.yaml",
+    "kuberay/ray.io_rayclusters.yaml",
+    "jobset/jobset.x-k8s.io_jobsets.yaml",
+    "lws/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+)
+# Registered so that `codecs.from_dict` (used by `create`) knows these kinds.
+PyTorchJobRes = create_namespaced_resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
+RayClusterRes = create_namespaced_resource("ray.io", "v1", "RayCluster", "rayclusters")
+JobSetRes = create_namespaced_resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+LeaderWorkerSetRes = create_namespaced_resource("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet",
+                                                "leaderworkersets")
+
+POOL_LABEL = "shoal.dev/e2e-pool"  # pods select their test's nodes: stray nodes cannot satisfy a gang
+PG_ANNOTATION = "pod-group-name"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+
+Manifest = dict[str, Any]
+
+
+# -- fixtures ----------------------------------------------------------------------------------------------
+
+def _crd_dir() -> Path:
+    root = shared_dir()
+    if root is None or not (root / "crds").is_dir():
+        pytest.skip("../shared/crds not available")
+    return root / "crds"
+
+
+@pytest.fixture(scope="session")
+def workload_crds(cluster: Cluster) -> None:
+    """Create (plain POST: client-side apply would overflow the annotation limit) the four operator CRDs
+    once per session and wait until each is Established and served. An existing CRD is kept."""
+    client = cluster.client()
+    created = []
+    for rel in CRD_FILES:
+        doc = yaml.load((_crd_dir() / rel).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        crd = codecs.from_dict(doc)
+        try:
+            created.append(client.create(crd))
+        except ApiError as e:
+            if e.status.code != 409:
+                raise
+            created.append(client.get(CustomResourceDefinition, doc["metadata"]["name"]))
+    for crd in created:
+        wait_crd_served(client, crd, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def grouping_shoal(cluster: Cluster, workload_crds: None,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShoalProcess]:
+    """One `shoal run` (pod grouper on, the default) for the module: starting one per test costs more
+    than the tests on a busy 2-core machine. Every test uses its own namespace, nodes and queue."""
+    log = tmp_path_factory.mktemp("shoal-workloads") / "shoal.log"
+    proc = ShoalProcess(cluster, f"shoal-wl-{uuid.uuid4().hex[:6]}", log).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+# -- what an operator would create ---------------------------------------------------------------------------
+
+def template(scheduler: str, pool: str, *, gpus: int = 1, labels: dict[str, str] | None = None) -> Manifest:
+    """A pod template as a user writes it inside a workload: our scheduler, one GPU, the test's nodes."""
+    res: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "64Mi"}}
+    if gpus:
+        res["limits"] = {"nvidia.com/gpu": str(gpus)}
+    return {"metadata": {"labels": dict(labels or {})},
+            "spec": {"schedulerName": scheduler, "nodeSelector": {POOL_LABEL: pool},
+                     "containers": [{"name": "main", "image": "busybox", "resources": res}]}}
+
+
+def owner_ref(owner: Any) -> dict[str, Any]:
+    """The controller ownerReference an operator puts on what it creates."""
+    return {"apiVersion": owner.apiVersion, "kind": owner.kind, "name": owner.metadata.name,
+            "uid": owner.metadata.uid, "controller": True, "blockOwnerDeletion": True}
+
+
+def operator_pod(name: str, owner: Any, tmpl: Manifest, labels: dict[str, str],
+                 restart_policy: str = "Never") -> Manifest:
+    """A pod stamped out of ``tmpl`` by an operator: template labels plus the operator's, owned by ``owner``."""
+    meta = tmpl.get("metadata") or {}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {**(meta.get("labels") or {}), **labels},
+                         "annotations": dict(meta.get("annotations") or {}),
+                         "ownerReferences": [owner_ref(owner)]},
+            "spec": {**tmpl["spec"], "restartPolicy": restart_policy}}
+
+
+def _owner_labels(queue: str) -> dict[str, str]:
+    return {"kai.scheduler/queue": queue}
+
+
+def pytorch_elastic(sched: str, pool: str, queue: str) -> Manifest:
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "torch", "labels": _owner_labels(queue)},
+            "spec": {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 3, "rdzvBackend": "c10d"},
+                     "pytorchReplicaSpecs": {"Worker": {"replicas": 3, "restartPolicy": "OnFailure",
+                                                        "template": template(sched, pool)}}}}
+
+
+def pytorch_pods(owner: Any) -> list[Manifest]:
+    """Training-operator v1: `<job>-worker-<i>`, replica type lower-cased."""
+    tmpl = owner.spec["pytorchReplicaSpecs"]["Worker"]["template"]
+    return [operator_pod(f"torch-worker-{i}", owner, tmpl, {
+        "training.kubeflow.org/job-name": "torch", "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": str(i)},
+        restart_policy="OnFailure") for i in range(3)]
+
+
+def raycluster(sched: str, pool: str, queue: str) -> Manifest:
+    def group(name: str, replicas: int, minimum: int) -> Manifest:
+        return {"groupName": name, "replicas": replicas, "minReplicas": minimum, "maxReplicas": replicas,
+                "rayStartParams": {}, "template": template(sched, pool)}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "ray", "labels": _owner_labels(queue)},
+            "spec": {"rayVersion": "2.9.0",
+                     "headGroupSpec": {"rayStartParams": {}, "template": template(sched, pool, gpus=0)},
+                     # small: minReplicas 1 of 2 counts 1; big: minReplicas 0 counts its replicas (1).
+                     "workerGroupSpecs": [group("small", 2, 1), group("big", 1, 0)]}}
+
+
+def ray_pods(owner: Any) -> list[Manifest]:
+    """KubeRay: head `<cluster>-head-<rand>`, workers `<cluster>-<group>-worker-<rand>`."""
+    common = {"ray.io/cluster": "ray", "ray.io/is-ray-node": "yes",
+              "app.kubernetes.io/created-by": "kuberay-operator", "app.kubernetes.io/name": "kuberay"}
+    pods = [operator_pod("ray-head-x7k2p", owner, owner.spec["headGroupSpec"]["template"],
+                         {**common, "ray.io/node-type": "head", "ray.io/group": "headgroup",
+                          "ray.io/identifier": "ray-head"}, restart_policy="Always")]
+    for g in owner.spec["workerGroupSpecs"]:
+        for i in range(g["replicas"]):
+            pods.append(operator_pod(f"ray-{g['groupName']}-worker-{i}q9", owner, g["template"],
+                                     {**common, "ray.io/node-type": "worker", "ray.io/group": g["groupName"],
+                                      "ray.io/identifier": "ray-worker"}, restart_policy="Always"))
+    return pods
+
+
+def jobset(sched: str, pool: str, queue: str) -> Manifest:
+    def rj(name: str, replicas: int) -> Manifest:
+        return {"name": name, "replicas": replicas,
+                "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                                      "completionMode": "Indexed", "template": template(sched, pool)}}}
+
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "labels": _owner_labels(queue)},
+            "spec": {"replicatedJobs": [rj("driver", 1), rj("workers", 2)]}}
+
+
+def jobset_jobs(owner: Any) -> list[Manifest]:
+    """The JobSet controller's Jobs `<js>-<rj>-<i>`; the real Job controller then creates their pods."""
+    jobs, global_index = [], 0
+    for rj in owner.spec["replicatedJobs"]:
+        for i in range(rj["replicas"]):
+            labels = {"jobset.sigs.k8s.io/jobset-name": "js", "jobset.sigs.k8s.io/replicatedjob-name": rj["name"],
+                      "jobset.sigs.k8s.io/replicatedjob-replicas": str(rj["replicas"]),
+                      "jobset.sigs.k8s.io/job-index": str(i), "jobset.sigs.k8s.io/job-global-index": str(global_index),
+                      "jobset.sigs.k8s.io/restart-attempt": "0", "jobset.sigs.k8s.io/jobset-uid": owner.metadata.uid}
+            global_index += 1
+            spec = rj["template"]["spec"]
+            pod_tmpl = spec["template"]
+            pod_tmpl = {"metadata": {"labels": {**pod_tmpl["metadata"]["labels"], **labels}},
+                        "spec": {**pod_tmpl["spec"], "restartPolicy": "Never"}}
+            jobs.append({"apiVersion": "batch/v1", "kind": "Job",
+                         "metadata": {"name": f"js-{rj['name']}-{i}", "labels": labels,
+                                      "ownerReferences": [owner_ref(owner)]},
+                         "spec": {**spec, "template": pod_tmpl}})
+    return jobs
+
+
+def leaderworkerset(sched: str, pool: str, queue: str) -> Manifest:
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "lws", "labels": _owner_labels(queue)},
+            "spec": {"replicas": 2, "startupPolicy": "LeaderCreated",
+                     "leaderWorkerTemplate": {"size": 2, "workerTemplate": template(sched, pool)}}}
+
+
+def lws_pods(owner: Any) -> list[Manifest]:
+    """LWS: leader `<lws>-<g>`, workers `<lws>-<g>-<w>`, labels set by its controller and pod webhook.
+    (The real chain has StatefulSets in between; the grouper only needs the top owner.)"""
+    tmpl = owner.spec["leaderWorkerTemplate"]["workerTemplate"]
+    pods = []
+    for g in range(owner.spec["replicas"]):
+        for w in range(owner.spec["leaderWorkerTemplate"]["size"]):
+            labels = {"leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k8s.io/group-index": str(g),
+                      "leaderworkerset.sigs.k8s.io/worker-index": str(w),
+                      "leaderworkerset.sigs.k8s.io/group-key": f"{g:040x}"}
+            pods.append(operator_pod(f"lws-{g}" if w == 0 else f"lws-{g}-{w}", owner, tmpl, labels,
+                                     restart_policy="Always"))
+    return pods
+
+
+@dataclass(frozen=True)
+class Case:
+    """A workload, what its operator creates, and what the grouper and scheduler must make of it.
+
+    ``groups``: PodGroup name suffix (after ``pg-<owner>-<uid>``) -> (minMember, {subgroup: minMember}).
+    ``assign``: pod labels -> (PodGroup suffix, subgroup) the pod must be labelled with.
+    With ``short_nodes`` one-GPU nodes exactly ``bound_when_short`` pods (whole gangs) bind; after adding
+    nodes up to ``nodes`` every pod binds.
+    """
+
+    owner: Callable[[str, str, str], Manifest]
+    children: Callable[[Any], list[Manifest]]
+    pods: int
+    groups: dict[str, tuple[int, dict[str, int]]]
+    assign: Callable[[dict[str, str]], tuple[str, str]]
+    short_nodes: int
+    nodes: int
+    bound_when_short: int = 0
+
+
+def _lws_assign(labels: dict[str, str]) -> tuple[str, str]:
+    role = "leader" if labels["leaderworkerset.sigs.k8s.io/worker-index"] == "0" else "workers"
+    return f"-group-{labels['leaderworkerset.sigs.k8s.io/group-index']}", role
+
+
+CASES = [
+    pytest.param(Case(pytorch_elastic, pytorch_pods, pods=3, groups={"": (2, {"worker": 2})},
+                      assign=lambda lb: ("", "worker"), short_nodes=1, nodes=3), id="pytorchjob-elastic"),
+    pytest.param(Case(raycluster, ray_pods, pods=4, groups={"": (3, {"headgroup": 1, "small": 1, "big": 1})},
+                      assign=lambda lb: ("", lb["ray.io/group"]), short_nodes=1, nodes=3),
+                 id="raycluster-two-worker-groups"),
+    pytest.param(Case(jobset, jobset_jobs, pods=3, groups={"": (3, {"driver": 1, "workers": 2})},
+                      assign=lambda lb: ("", lb["jobset.sigs.k8s.io/replicatedjob-name"]), short_nodes=2,
+                      nodes=3), id="jobset-anyorder-via-jobs"),
+    pytest.param(Case(leaderworkerset, lws_pods, pods=4,
+                      groups={"-group-0": (2, {"leader": 1, "workers": 1}),
+                              "-group-1": (2, {"leader": 1, "workers": 1})},
+                      assign=_lws_assign, short_nodes=3, nodes=4, bound_when_short=2),
+                 id="leaderworkerset-two-groups"),
+]
+
+
+# -- reading the outcome -----------------------------------------------------------------------------------
+
+def _wait(probe: Callable[[], Any], timeout: float, what: str, shoal: ShoalProcess, interval: float = 0.3) -> Any:
+    """Poll ``probe`` until truthy; on timeout fail with the scheduler's log tail."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})\n"
+                         f"--- shoal log ---\n{shoal.tail(3000)}")
+
+
+def _pods(client: Client, ns: str) -> list[Any]:
+    return list(client.list(Pod, namespace=ns))
+
+
+def _bound(pod: Any) -> bool:
+    return bool(pod.spec.nodeName)
+
+
+def _unschedulable(pod: Any) -> bool:
+    conds = (pod.status.conditions if pod.status else None) or []
+    return any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable" and c.message
+               for c in conds)
+
+
+def _grouped(pods: list[Any], count: int) -> list[Any] | None:
+    ok = len(pods) == count and all((p.metadata.annotations or {}).get(PG_ANNOTATION) for p in pods)
+    return pods if ok else None
+
+
+def _all_running(client: Client, ns: str, count: int) -> list[Any] | None:
+    pods = _pods(client, ns)
+    ok = len(pods) == count and all(_bound(p) and p.status.phase == "Running" for p in pods)
+    return pods if ok else None
+
+
+def _check_podgroups(client: Client, ns: str, owner: Any, case: Case, pods: list[Any], queue: str) -> None:
+    """Each PodGroup: derived minMember / subgroups / queue, owned by the top owner; every pod annotated
+    with its PodGroup and labelled with its subgroup."""
+    base = f"pg-{owner.metadata.name}-{owner.metadata.uid}"
+    for suffix, (minimum, subgroups) in case.groups.items():
+        pg = client.get(PodGroupRes, base + suffix, namespace=ns)
+        spec = pg["spec"]
+        assert spec["minMember"] == minimum, spec
+        assert {s["name"]: s["minMember"] for s in spec.get("subGroups") or []} == subgroups, spec
+        assert spec["queue"] == queue and spec.get("priorityClassName") == "train", spec
+        assert pg["metadata"]["ownerReferences"] == [owner_ref(owner)], pg["metadata"]
+        assert (pg["metadata"].get("labels") or {}).get("kai.scheduler/queue") == queue  # copied from the owner
+    for p in pods:
+        suffix, subgroup = case.assign(p.metadata.labels)
+        assert p.metadata.annotations[PG_ANNOTATION] == base + suffix, p.metadata.name
+        assert p.metadata.labels.get(SUBGROUP_LABEL) == subgroup, (p.metadata.name, p.metadata.labels)
+
+
+def _whole_gangs_only(pods: list[Any]) -> None:
+    """All-or-nothing: within each PodGroup either every pod is bound or none is."""
+    by_group: dict[str, set[bool]] = {}
+    for p in pods:
+        by_group.setdefault(p.metadata.annotations[PG_ANNOTATION], set()).add(_bound(p))
+    split = [g for g, states in by_group.items() if len(states) > 1]
+    assert not split, f"part of a gang was bound: {split}"
+
+
+def _new_queue(kenv: KEnv) -> str:
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    return queue
+
+
+# -- tests -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", CASES)
+def test_workload_is_gang_scheduled_under_its_derived_podgroup(kenv: KEnv, grouping_shoal: ShoalProcess,
+                                                               case: Case) -> None:
+    shoal, client, ns, pool = grouping_shoal, kenv.client, kenv.namespace, kenv.node_prefix
+    nodes = kenv.add_gpu_nodes(case.short_nodes, gpus=1, labels={POOL_LABEL: pool})
+    queue = _new_queue(kenv)
+    owner = create(kenv, case.owner(shoal.scheduler_name, pool, queue))
+    for child in case.children(owner):
+        create(kenv, child)
+    kenv.wait_nodes_ready(nodes)
+    pods = _wait(lambda: _grouped(_pods(client, ns), case.pods), 60, "every pod annotated with its PodGroup", shoal)
+    _check_podgroups(client, ns, owner, case, pods, queue)
+
+    # Too few nodes: whole gangs bind, the rest wait with a reason on pods and PodGroup.
+    def settled() -> list[Any] | None:
+        now = _pods(client, ns)
+        waiting = [p for p in now if not _bound(p)]
+        ok = sum(map(_bound, now)) == case.bound_when_short and all(map(_unschedulable, waiting))
+        return now if ok else None
+
+    _wait(settled, 40, f"{case.bound_when_short} pods bound, the others Unschedulable", shoal)
+    time.sleep(1.5)  # a few more cycles: nothing else may bind
+    now = _pods(client, ns)
+    assert sum(map(_bound, now)) == case.bound_when_short
+    _whole_gangs_only(now)
+    for name in {p.metadata.annotations[PG_ANNOTATION] for p in now if not _bound(p)}:
+        def reasons(n: str = name) -> Any:
+            status = client.get(PodGroupRes, n, namespace=ns).get("status") or {}
+            conds = status.get("schedulingConditions") or []
+            return conds and conds[0].get("reasons")
+        _wait(reasons, 20, f"PodGroup {name} schedulingConditions with reasons", shoal)
+
+    more = kenv.add_gpu_nodes(case.nodes - case.short_nodes, gpus=1, labels={POOL_LABEL: pool})
+    kenv.wait_nodes_ready(more)
+    running = _wait(lambda: _all_running(client, ns, case.pods), 60, "every pod bound and Running", shoal)
+    assert {p.spec.nodeName for p in running} <= set(nodes + more)
