@@ -36,7 +36,7 @@ def test_default_index_references_only_existing_plots(default_report: Path) -> N
 
 def test_default_metrics_are_complete(default_report: Path) -> None:
     m = json.loads((default_report / "metrics.json").read_text())
-    assert m["scenario"] == "default" and m["total_gpus"] == 400
+    assert m["scenario"] == "default" and m["total_gpus"] == 256
     assert set(m["summary"]) == {"research", "production", "exploration", "ALL"}
     assert m["summary"]["ALL"]["jobs"] == 1205
     for q in ("research", "production", "exploration"):

@@ -6,10 +6,11 @@ import html
 import json
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from shoal.sim.report import _html_table, fmt_seconds, headline, plots, result_json, write_index
+from shoal.sim.report import _html_table, fmt_seconds, headline, plots, plt, result_json, write_index
 from shoal.sim.simulation import SimResult
 
 
@@ -58,6 +59,28 @@ def compare_table(results: list[SimResult]) -> Table:
     return t
 
 
+def plot_queue_waits(results: list[SimResult], path: Path) -> None:
+    """Grouped bars: mean and p90 wait (hours) per queue, one bar per configuration."""
+    queues = [*results[0].queues, "ALL"]
+    x = np.arange(len(queues))
+    width = 0.8 / len(results)
+    fig, axes = plt.subplots(
+        2, 1, figsize=(max(8.0, 0.9 * len(queues) * len(results) / 2 + 4), 6), sharex=True
+    )
+    for k, stat in enumerate(("mean", "p90")):
+        ax = axes[k]
+        for i, r in enumerate(results):
+            vals = [(r.summary[q]["wait_censored"][stat] or 0.0) / 3600.0 for q in queues]
+            ax.bar(x + (i - (len(results) - 1) / 2) * width, vals, width, label=r.config)
+        ax.set_ylabel(f"{stat} wait (h)")
+        ax.legend(fontsize=8)
+    axes[-1].set_xticks(x, queues, rotation=30, ha="right", fontsize=8)
+    fig.suptitle("Wait time per queue (jobs never started count as waiting until the end)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def write_compare(results: list[SimResult], out: Path, console: Console | None = None) -> Path:
     """Report directory for a comparison; returns the path of `index.html`."""
     out.mkdir(parents=True, exist_ok=True)
@@ -68,6 +91,8 @@ def write_compare(results: list[SimResult], out: Path, console: Console | None =
     }
     (out / "compare.json").write_text(json.dumps(data, indent=1, allow_nan=False), encoding="utf-8")
     images = plots(results, out)
+    plot_queue_waits(results, out / "queue_waits.png")
+    images.append("queue_waits.png")
     head, rows = _rows(results)
     table = (
         "<table><tr>"

@@ -88,13 +88,18 @@ def queue_table(r: SimResult, title: str) -> Table:
     return t
 
 
+def _evictions(counters: dict[str, Any]) -> str:
+    by_action = counters.get("evicted_gangs") or {}
+    return ", ".join(f"{a} {n}" for a, n in by_action.items()) or "none"
+
+
 def print_summary(r: SimResult, console: Console) -> None:
     h = headline(r)
     console.print(queue_table(r, f"{r.scenario} · config {r.config} · seed {r.seed}"))
     c = r.counters
     console.print(
         f"GPUs {r.total_gpus:g} · allocated {h['allocated_pct']:.1f}% · useful {h['useful_pct']:.1f}% · "
-        f"simulated {fmt_seconds(r.end)} · evicted gangs {c.get('evicted_gangs') or 0} · "
+        f"simulated {fmt_seconds(r.end)} · evicted gangs {_evictions(c)} · "
         f"cycles {c.get('cycles_run', 0)} run / {c.get('cycles_skipped', 0)} skipped · "
         f"{c.get('events', 0)} events in {c.get('wall_seconds', 0):.1f}s"
     )
@@ -123,6 +128,7 @@ def result_json(r: SimResult, include_series: bool = True) -> dict[str, Any]:
         "end_seconds": r.end,
         "total_gpus": r.total_gpus,
         "queues": r.queues,
+        "quotas": r.quotas,
         **headline(r),
         "summary": r.summary,
         "counters": r.counters,
@@ -221,6 +227,8 @@ def plot_queue_share(results: list[SimResult], path: Path) -> None:
             ax = axes[i][c]
             ax.plot(_hours(r.series.t), r.series.queue_allocated[q], label="allocated", lw=1.1)
             ax.plot(_hours(r.series.t), r.series.queue_fair_share[q], label="fair share", lw=1.1, ls="--")
+            if r.quotas.get(q, -1) >= 0:
+                ax.axhline(r.quotas[q], color="grey", ls=":", lw=1.0, label="quota")
             ax.set_title(f"{q} · {r.config}" if len(results) > 1 else q, fontsize=9)
             ax.set_ylabel("GPUs")
             if i == 0 and c == 0:

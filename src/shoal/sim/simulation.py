@@ -39,6 +39,8 @@ class SimResult:
     jobs: list[dict[str, Any]]
     summary: dict[str, Any]
     counters: dict[str, Any] = field(default_factory=dict)
+    #: GPU quota (GPUs) per leaf queue; -1 = none.
+    quotas: dict[str, float] = field(default_factory=dict)
 
 
 def static_queues(queues: list[Queue]) -> list[Queue]:
@@ -210,4 +212,9 @@ class Simulation:
             records,
             summarize(records, self.leaves, end),
             counters,
+            {
+                q.name: q.gpu.quota / MILLI if q.gpu.quota >= 0 else -1.0
+                for q in self.sc.queues
+                if q.name in self.leaves
+            },
         )
