@@ -7,7 +7,8 @@ Phases, one after the other on the same API server and nodes: (1) all pods (1 GP
 schedulerName shoal-bench) are created while no scheduler serves that name, so the whole batch is
 pending at once; then `shoal run` is started and the bench watches pods, recording when each gets
 a node; the pods are then deleted. (2) the same with kube-scheduler (default settings, built from
-the same Kubernetes version) and schedulerName default-scheduler. Creating the pods first keeps
+the same Kubernetes version) and schedulerName default-scheduler. shoal runs without its pod grouper
+(each bare pod is a gang of one), so both schedulers do the same work per pod. Creating the pods first keeps
 the API server's pod-create rate (CPU-bound on a small machine) out of the figure. Pods that fit:
 min(pods, nodes x gpus). Printed per scheduler: pods bound, seconds from the scheduler's process
 start to its first and last bind, pods bound per second (from process start, so start-up and the
@@ -110,6 +111,7 @@ async def run_phase(client: KubeClient, label: str, scheduler: str, n_pods: int,
     """Create every pod first (nobody schedules them yet), then start the scheduler and time the binds."""
     ns = f"bench-{label}"
     await ensure(client, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    await delete_pods(client, ns)  # leftovers of an interrupted run
     t = time.monotonic()
     await gather_limited([client.create(PODS, pod(f"p-{i:05d}", scheduler), ns) for i in range(n_pods)], 100)
     created = time.monotonic() - t
@@ -129,10 +131,14 @@ async def run_phase(client: KubeClient, label: str, scheduler: str, n_pods: int,
     out = {"bound": len(bound), "create_s": created, "first_s": first - t0, "elapsed_s": last - t0,
            "rate": len(bound) / (last - t0) if last > t0 else 0.0,
            "steady_rate": (len(bound) - 1) / (last - first) if last > first else 0.0}
+    await delete_pods(client, ns)
+    return out
+
+
+async def delete_pods(client: KubeClient, ns: str) -> None:
     await client.request("DELETE", PODS.path(ns), params={"gracePeriodSeconds": "0"})
     while (await client.request("GET", PODS.path(ns), params={"limit": 1}))["items"]:
         await asyncio.sleep(0.5)
-    return out
 
 
 def start_cluster() -> tuple[Path, bool]:
@@ -165,7 +171,8 @@ async def main_async(args: argparse.Namespace, admin: str, sched_kubeconfig: str
         results = {}
         async def start_shoal() -> subprocess.Popen[bytes]:
             proc = subprocess.Popen([sys.executable, "-m", "shoal.cli.main", "run", "--kubeconfig", sched_kubeconfig,
-                                     "--scheduler-name", "shoal-bench", "--no-leader-elect", *args.shoal_arg],
+                                     "--scheduler-name", "shoal-bench", "--no-leader-elect", "--no-pod-grouper",
+                                     *args.shoal_arg],
                                     stdout=(logs / "shoal.log").open("wb"), stderr=subprocess.STDOUT)
             procs.append(proc)
             return proc

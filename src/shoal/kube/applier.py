@@ -60,21 +60,41 @@ class Applier:
     #: What was last written per object (pod uid / PodGroup key / problem key) -> message.
     written: dict[str, str] = field(default_factory=dict)
     evicting: set[str] = field(default_factory=set)
+    semaphore: asyncio.Semaphore | None = None
 
     async def apply(self, d: Decisions) -> ApplyStats:
+        """Apply a whole cycle's decisions: placements first, then explanations and annotations."""
         stats = ApplyStats()
-        sem = asyncio.Semaphore(self.concurrency)
-        for b in d.binds:  # assume synchronously: the next snapshot must not re-promise these
-            self.cache.assume(b.pod, b.node, b.gpu_groups)
-        jobs: list[Awaitable[None]] = [self._bind(b, stats, sem) for b in d.binds]
-        for victims in _victim_sets(d.evictions):
-            jobs.append(self._evict_set(victims, stats, sem))
-        await asyncio.gather(*jobs)
-        budget = [self.write_budget]
-        await self._explain(d.explanations, stats, sem, budget)
-        await self._report_problems(stats, sem, budget)
-        await self._podgroup_times(d, sem)
+        self.assume(d.binds)
+        await self.apply_placements(d.binds, d.evictions, stats)
+        await self.apply_reports(d, stats)
         return stats
+
+    def assume(self, binds: list[Bind]) -> None:
+        """Mark binds as in flight in the cache; call before the next snapshot can be taken."""
+        for b in binds:
+            self.cache.assume(b.pod, b.node, b.gpu_groups)
+
+    async def apply_placements(self, binds: list[Bind], evictions: list[Evict], stats: ApplyStats) -> None:
+        """Binds (already assumed) and evictions, `concurrency` requests at a time."""
+        jobs: list[Awaitable[None]] = [self._bind(b, stats, self._sem) for b in binds]
+        for victims in _victim_sets(evictions):
+            jobs.append(self._evict_set(victims, stats, self._sem))
+        await asyncio.gather(*jobs)
+
+    async def apply_reports(self, d: Decisions, stats: ApplyStats) -> None:
+        """Explanations, invalid-object reports and PodGroup annotations (budgeted writes)."""
+        budget = [self.write_budget]
+        await self._explain(d.explanations, stats, self._sem, budget)
+        await self._report_problems(stats, self._sem, budget)
+        await self._podgroup_times(d, self._sem)
+
+    @property
+    def _sem(self) -> asyncio.Semaphore:
+        # One semaphore for every request the applier has in flight (created lazily in the loop).
+        if self.semaphore is None:
+            self.semaphore = asyncio.Semaphore(self.concurrency)
+        return self.semaphore
 
     # -- binding -----------------------------------------------------------------------------
     async def _bind(self, b: Bind, stats: ApplyStats, sem: asyncio.Semaphore) -> None:

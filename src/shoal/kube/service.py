@@ -17,10 +17,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from shoal.cycle import run_cycle
+from shoal.cycle import close_session, open_session, run_actions
 from shoal.framework.config import SchedulerConfig
 from shoal.framework.session import Session
-from shoal.kube.applier import Applier
+from shoal.kube.applier import Applier, ApplyStats
 from shoal.kube.cache import ClusterCache
 from shoal.kube.client import (
     JSON,
@@ -153,33 +153,46 @@ class SchedulerService:
                 logger.exception("scheduling cycle failed")
 
     async def cycle(self) -> None:
-        """One cycle: snapshot, core decisions (in a worker thread), apply, statuses."""
+        """One cycle: snapshot, then the actions one by one in a worker thread; each action's binds and
+        evictions are sent while the next action runs (KAI also binds at each statement commit)."""
         snapshot = self.cache.snapshot()
         t0 = time.perf_counter()
-        result = await asyncio.to_thread(run_cycle, snapshot, self.opts.config)
+        ssn = await asyncio.to_thread(open_session, snapshot, self.opts.config)
+        stats = ApplyStats()
+        sending: list[asyncio.Task[None]] = []
+        sent_binds = sent_evictions = 0
+        for action in self.opts.config.actions:
+            await asyncio.to_thread(run_actions, ssn, [action])
+            d = ssn.decisions
+            binds, evictions = d.binds[sent_binds:], d.evictions[sent_evictions:]
+            sent_binds, sent_evictions = len(d.binds), len(d.evictions)
+            if (binds or evictions) and self._leading():
+                self.applier.assume(binds)
+                sending.append(asyncio.create_task(self.applier.apply_placements(binds, evictions, stats)))
+        d = await asyncio.to_thread(close_session, ssn)
         elapsed = time.perf_counter() - t0
         self.metrics.cycle_latency.observe(elapsed)
         self.metrics.cycles.inc()
         self.cycles += 1
-        if not self._leading():
-            return  # lost the lease while deciding: the new leader decides again
-        d = result.decisions
         if d.binds or d.evictions:
             logger.info("cycle %d decided in %.0f ms (snapshot %d pods, %d nodes): %d binds, %d evictions",
                         self.cycles, elapsed * 1000, len(snapshot.pods), len(snapshot.nodes), len(d.binds),
                         len(d.evictions))
         t1 = time.perf_counter()
-        stats = await self.applier.apply(d)
+        await asyncio.gather(*sending)
+        if not self._leading():
+            return  # lost the lease while deciding: the new leader decides again
+        await self.applier.apply_reports(d, stats)
         self.metrics.apply_latency.observe(time.perf_counter() - t1)
         if d.binds or d.evictions:
-            logger.info("cycle %d applied in %.0f ms: bound %d (failed %d), evicted %d (refused %d), "
+            logger.info("cycle %d applied %.0f ms after deciding: bound %d (failed %d), evicted %d (refused %d), "
                         "%d gangs pending", self.cycles, (time.perf_counter() - t1) * 1000, stats.bound,
                         stats.bind_failed, stats.evicted, stats.evict_refused, len(d.explanations))
         pending = Counter(ex.queue for ex in d.explanations.values())
-        self.metrics.observe_session(result.session, dict(pending))
+        self.metrics.observe_session(ssn, dict(pending))
         if time.monotonic() - self._queue_status_at >= self.opts.queue_status_seconds:
             self._queue_status_at = time.monotonic()
-            await self._write_queue_status(result.session)
+            await self._write_queue_status(ssn)
             self._prune()
 
     async def _write_queue_status(self, ssn: Session) -> None:
