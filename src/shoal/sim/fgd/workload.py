@@ -16,7 +16,7 @@ from shoal.sim.fgd.streams import RandomStream
 from shoal.sim.openb import GPU_MODELS, OpenbNode, OpenbPod
 
 TUNE_RATIO = 1.3
-TYPICAL_POPULARITY = 0.95
+TYPICAL_POPULARITY_PCT = 95
 # kube-scheduler's non-zero request: a pod without a CPU request is scored as 100 milli-CPU.
 DEFAULT_CPU_MILLI = 100
 # Float64 draws the authors' binary makes while its informers start (found empirically, §3.1 d).
@@ -52,13 +52,17 @@ def typical_pods(pods: list[OpenbPod]) -> TypicalPods:
     """
     groups = Counter((nonzero_cpu(p), p.gpu_milli, p.num_gpu, "|".join(p.gpu_spec)) for p in pods)
     ordered = sorted(groups.items(), key=lambda kv: (kv[1], *kv[0]), reverse=True)
+    total = float(len(pods))
+    # Float arithmetic exactly as the authors' GetTypicalPods: the frequencies feed the FGD
+    # scores, where a last-bit difference can turn a tie (score 50) into 49.
+    expected = TYPICAL_POPULARITY_PCT * total / 100.0
     taken: list[tuple[tuple[int, int, int, str], int]] = []
-    covered = 0
+    covered = 0.0
     for key, count in ordered:
+        if covered >= expected:
+            break
         taken.append((key, count))
         covered += count
-        if covered >= TYPICAL_POPULARITY * len(pods):
-            break
     allowed = np.zeros((len(taken), len(GPU_MODELS)), dtype=np.bool_)
     for i, ((_, _, _, spec), _) in enumerate(taken):
         mask = spec_mask(tuple(s for s in spec.split("|") if s))
@@ -68,7 +72,7 @@ def typical_pods(pods: list[OpenbPod]) -> TypicalPods:
         milli=np.array([k[1] for k, _ in taken], dtype=np.int64),
         count=np.array([k[2] for k, _ in taken], dtype=np.int64),
         allowed=allowed,
-        freq=np.array([c / covered for _, c in taken], dtype=np.float64),
+        freq=np.array([(c / total) / (covered / total) for _, c in taken], dtype=np.float64),
     )
 
 
