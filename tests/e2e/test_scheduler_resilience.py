@@ -133,3 +133,25 @@ async def _evict_both(kenv: KEnv) -> Any:
         return await Applier(client, cache, "nobody").apply(d)
     finally:
         await client.close()
+
+
+def test_reclaim_gives_a_queue_under_its_share_gpus_back(kenv: KEnv, shoal_runner: Any) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=4)
+    kenv.wait_nodes_ready([node])
+    suffix = kenv.node_prefix[-6:]
+    greedy, starved = f"greedy-{suffix}", f"starved-{suffix}"
+    for q in (greedy, starved):
+        ensure_queue(kenv.client, q, gpu_quota=2)
+    sched = shoal_runner()
+    hogs = [f"hog-{i}" for i in range(4)]
+    for name in hogs:
+        create(kenv, pod_manifest(name, sched.scheduler_name, gpus=1, queue=greedy))
+    wait_until(lambda: all(pod_state(kenv.client, n, kenv.namespace)[1] == "Running" for n in hogs), 30,
+               "the greedy queue holding all 4 GPUs")
+    for i in range(2):
+        create(kenv, pod_manifest(f"fair-{i}", sched.scheduler_name, gpus=1, queue=starved))
+    wait_until(lambda: all(pod_state(kenv.client, f"fair-{i}", kenv.namespace)[1] == "Running"
+                           for i in range(2)), 60, "the starved queue's pods Running after reclaim")
+    left = [p for p in kenv.client.list(Pod, namespace=kenv.namespace) if p.metadata.name.startswith("hog-")]
+    assert len(left) == 2, [p.metadata.name for p in left]  # the greedy queue keeps its quota
+    assert sum(_gpu_use(kenv).values()) <= 4

@@ -61,6 +61,8 @@ class PodRef:
     job: str
     pending: bool
     scheduled_condition: tuple[str, str] | None = None  # (status, reason) of PodScheduled
+    #: What the model pod was derived from; an update with the same signature needs no conversion.
+    signature: tuple[object, ...] = ()
 
 
 @dataclass(slots=True)
@@ -128,6 +130,12 @@ class ClusterCache:
             self.held[uid] = obj  # the grouper will annotate it (or give up: mark_ungroupable)
             return
         self.held.pop(uid, None)
+        sig = _signature(obj)
+        ref = self.refs.get(uid)
+        if ref is not None and ref.signature == sig and uid in self.pods:
+            # Only status noise changed (conditions, IPs, container states): nothing to re-derive.
+            ref.scheduled_condition = _scheduled_condition(obj)
+            return
         job = f"{ns}/{pg_name}" if pg_name else implicit_uid(uid)
         prev = self.pods.get(uid)
         try:
@@ -150,12 +158,12 @@ class ClusterCache:
             self._unindex(uid, prev.job)
         self.pods[uid] = pod
         self.pods_by_job.setdefault(job, set()).add(uid)
-        ref = self.refs.get(uid)
         pending = pod.status == PodStatus.PENDING
         if ref is None:
-            self.refs[uid] = PodRef(uid, ns, name, job, pending, _scheduled_condition(obj))
+            self.refs[uid] = PodRef(uid, ns, name, job, pending, _scheduled_condition(obj), sig)
         else:
-            ref.job, ref.pending, ref.scheduled_condition = job, pending, _scheduled_condition(obj)
+            ref.job, ref.pending, ref.scheduled_condition, ref.signature = (
+                job, pending, _scheduled_condition(obj), sig)
         if pod.node is not None or pod.status != PodStatus.PENDING:
             self.assumed.pop(uid, None)
         # Relevant to the next cycle: new demand, or capacity freed / taken.
@@ -359,6 +367,16 @@ class ClusterCache:
     def pending_pods_of(self, job: str) -> list[PodRef]:
         refs = (self.refs.get(uid) for uid in self.pods_by_job.get(job, ()))
         return [r for r in refs if r is not None and r.pending and r.uid not in self.assumed]
+
+
+def _signature(obj: JSON) -> tuple[object, ...]:
+    """The parts of a pod `pod_from` reads that can change after creation."""
+    m = meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return (spec.get("nodeName"), status.get("phase"), m.get("deletionTimestamp"), repr(m.get("labels")),
+            repr(m.get("annotations")), repr(spec.get("schedulingGates")), status.get("nominatedNodeName"),
+            status.get("startTime"), repr(spec.get("containers")), repr(spec.get("initContainers")))
 
 
 def _scheduled_condition(obj: JSON) -> tuple[str, str] | None:
