@@ -58,3 +58,12 @@ def test_python_rng_differs_from_go_but_stays_close() -> None:
     assert ours is not None
     assert ours != PUBLISHED_AT_100["bestfit"][0]
     assert abs(ours - 7.14) < 1.0
+
+
+@pytest.mark.slow
+def test_fgd_on_a_constrained_workload_matches_published() -> None:
+    """gpuspec10 seed 44 is sensitive to the last bit of the typical-pod frequencies."""
+    curve = unallocated_curve(run_once(load_workload(TRACES, "gpuspec10"), "fgd", 44, "go"))
+    theirs = published_allocation(TRACES)[("gpuspec10", "fgd", 44)][100]
+    assert theirs is not None
+    assert curve[100] == round(100.0 - theirs, 2)
