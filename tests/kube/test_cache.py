@@ -192,3 +192,20 @@ def test_with_the_grouper_pending_pods_wait_for_their_podgroup(cache: ClusterCac
     cache.on_pod("ADDED", None, pod("odd"))
     cache.mark_ungroupable("uid-odd")
     assert cache.pods["uid-odd"].job == "pod:uid-odd"  # falls back to a gang of one
+
+
+def test_status_only_updates_are_not_re_derived(cache: ClusterCache) -> None:
+    running = pod("a", node_name="n1")
+    cache.on_pod("ADDED", None, running)
+    before = cache.pods["uid-a"]
+    cache.changed.clear()
+    noisy = copy.deepcopy(running)
+    noisy["metadata"]["resourceVersion"] = "2"
+    noisy["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    noisy["status"]["podIP"] = "10.0.0.1"
+    cache.on_pod("MODIFIED", running, noisy)
+    assert cache.pods["uid-a"] is before and not cache.changed.is_set()
+    done = copy.deepcopy(noisy)
+    done["status"]["phase"] = "Succeeded"
+    cache.on_pod("MODIFIED", noisy, done)
+    assert cache.pods["uid-a"].status == PodStatus.SUCCEEDED and cache.changed.is_set()

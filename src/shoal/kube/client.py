@@ -75,6 +75,7 @@ class KubeClient:
             config = KubeConfig.from_env().get()
         if config is None:
             raise ValueError(f"no usable context in kubeconfig {kubeconfig or '(environment)'}")
+        http2 = http2 and _have_h2()
         # Requests share one HTTP/2 connection (many parallel binds without a TLS handshake each);
         # watches get HTTP/1.1 connections of their own, so a long stream never starves the writes
         # and a dropped connection never takes every watch down at once.
@@ -152,6 +153,13 @@ class KubeClient:
                 "metadata": {"name": name, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": uid}}}
         await self.request("POST", PODS.path(namespace, name, "eviction"), body=body)
+
+
+def _have_h2() -> bool:
+    """HTTP/2 needs the optional `h2` package; without it shoal falls back to HTTP/1.1 (slower binds)."""
+    import importlib.util
+
+    return importlib.util.find_spec("h2") is not None
 
 
 def _api_error(code: int, content: bytes) -> ApiError:

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import socket
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -97,6 +98,9 @@ class SchedulerService:
             self.metrics.pod_gone(str(m.get("namespace")), str(m.get("name")))
 
     async def run(self) -> None:
+        # The core runs in a worker thread; a short GIL switch interval lets the event loop (binds,
+        # watches, lease renewals) get the interpreter back quickly while a long cycle computes.
+        sys.setswitchinterval(0.0005)
         tasks = [asyncio.create_task(inf.run(), name=f"informer-{inf.res.plural}") for inf in self.informers]
         server = None
         if self.opts.metrics_port is not None:
