@@ -209,3 +209,15 @@ def test_status_only_updates_are_not_re_derived(cache: ClusterCache) -> None:
     done["status"]["phase"] = "Succeeded"
     cache.on_pod("MODIFIED", noisy, done)
     assert cache.pods["uid-a"].status == PodStatus.SUCCEEDED and cache.changed.is_set()
+
+
+def test_bound_pod_that_turns_invalid_still_holds_its_gpus(cache: ClusterCache) -> None:
+    bound = pod("a", gpus=2, node_name="n1")
+    cache.on_pod("ADDED", None, bound)
+    edited = copy.deepcopy(bound)
+    edited["metadata"]["annotations"] = {"gpu-memory": "lots"}
+    edited["metadata"]["resourceVersion"] = "2"
+    cache.on_pod("MODIFIED", bound, edited)
+    assert ("Pod", "uid-a") in cache.problems and "uid-a" not in cache.pods
+    cache.on_pod("ADDED", None, pod("b"))
+    assert not run_cycle(cache.snapshot()).decisions.binds  # both GPUs of n1 are still taken

@@ -237,7 +237,22 @@ class Applier:
                 continue
             self.written[wkey] = p.message
             writes.append((wkey, partial(self._report, p)))
+        # Queues fixed since they were reported: clear their Valid=False condition.
+        live = {f"problem:{k[0]}:{k[1]}" for k in self.cache.problems}
+        for wkey in [k for k in self.written if k.startswith("problem:Queue:") and k not in live]:
+            del self.written[wkey]
+            name = wkey.removeprefix("problem:Queue:")
+            if name in self.cache.queues:
+                writes.append((wkey, partial(self._queue_valid, name)))
         await self._run_budgeted(writes, stats, sem, budget)
+
+    async def _queue_valid(self, name: str) -> None:
+        cond = {"type": "Valid", "status": "True", "reason": "Valid", "message": "the queue spec is valid",
+                "lastTransitionTime": rfc3339()}
+        try:
+            await self.client.patch(QUEUES, name, {"status": {"conditions": [cond]}}, sub="status")
+        except ApiError as e:
+            logger.warning("Queue %s condition: %s", name, e)
 
     async def _report(self, p: Problem) -> None:
         message = f"{p.kind} {p.name} is invalid and is not scheduled: {p.message}"

@@ -143,6 +143,10 @@ class ClusterCache:
         except ConvertError as e:
             self._drop_pod(uid)
             self.problems[("Pod", uid)] = Problem("Pod", ns, name, uid, str(e))
+            if (obj.get("spec") or {}).get("nodeName"):
+                # Already on a node (e.g. annotations edited after binding): it still holds its
+                # resources, so it counts as used like another scheduler's pod, never as free.
+                self._set_other(uid, obj)
             self._touch()
             return
         self.problems.pop(("Pod", uid), None)
