@@ -296,3 +296,27 @@ def test_scheduler_config_shortcuts(tmp_path: Path) -> None:
     bad = _write(tmp_path, "b.yaml", "actions: allocate, teleport\n")
     with pytest.raises(SimInputError, match=r"b\.yaml: actions: unknown action\(s\) teleport"):
         load_config(bad)
+
+
+def test_openb_pods_become_one_pod_jobs_with_fractions(tmp_path: Path) -> None:
+    from shoal.sim.loaders.traces import load_openb
+
+    header = (
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+        "creation_time,deletion_time,scheduled_time\n"
+    )
+    p = _write(
+        tmp_path,
+        "openb_pod_list_x.csv",
+        header
+        + "openb-pod-0001,4000,8192,1,470,,LS,Running,100,700,101\n"
+        + "openb-pod-0002,8000,16384,2,1000,,BE,Pending,50,,\n",
+    )
+    jobs = load_openb(p, TraceOptions(queue_map={"BE": "batch"}, default_duration=900.0), "online")
+    assert [(j.name, j.arrival, j.duration, j.gpu_milli, j.queue) for j in jobs] == [
+        ("openb-pod-0002", 50.0, 900.0, 2000, "batch"),
+        ("openb-pod-0001", 100.0, 600.0, 470, "online"),
+    ]
+    bad = _write(tmp_path, "bad.csv", header + "openb-pod-0001,4000,8192,2,470,,LS,Running,1,2,1\n")
+    with pytest.raises(SimInputError, match=r"bad\.csv:2: a 2-GPU pod must request whole GPUs"):
+        load_openb(bad, TraceOptions(), "q")
