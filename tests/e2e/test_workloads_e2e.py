@@ -136,12 +136,20 @@ def pytorch_elastic(sched: str, pool: str, queue: str) -> Manifest:
 
 
 def pytorch_pods(owner: Any) -> list[Manifest]:
-    """Training-operator v1: `<job>-worker-<i>`, replica type lower-cased."""
-    tmpl = owner.spec["pytorchReplicaSpecs"]["Worker"]["template"]
-    return [operator_pod(f"torch-worker-{i}", owner, tmpl, {
-        "training.kubeflow.org/job-name": "torch", "training.kubeflow.org/operator-name": "pytorchjob-controller",
-        "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": str(i)},
-        restart_policy="OnFailure") for i in range(3)]
+    """Training-operator v1: `<job>-<type>-<i>` per replica, type lower-cased, `job-role: master` on masters."""
+    job, pods = owner.metadata.name, []
+    for rtype, rspec in owner.spec["pytorchReplicaSpecs"].items():
+        role = rtype.lower()
+        # The operator maps the replica restart policy ExitCode to a pod restart policy of Never.
+        restart = {"ExitCode": "Never"}.get(rspec.get("restartPolicy", "Never"), rspec.get("restartPolicy", "Never"))
+        for i in range(rspec.get("replicas", 1)):
+            labels = {"training.kubeflow.org/job-name": job,
+                      "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                      "training.kubeflow.org/replica-type": role, "training.kubeflow.org/replica-index": str(i)}
+            if role == "master":
+                labels["training.kubeflow.org/job-role"] = "master"
+            pods.append(operator_pod(f"{job}-{role}-{i}", owner, rspec["template"], labels, restart_policy=restart))
+    return pods
 
 
 def raycluster(sched: str, pool: str, queue: str) -> Manifest:
@@ -335,6 +343,27 @@ def _whole_gangs_only(pods: list[Any]) -> None:
     assert not split, f"part of a gang was bound: {split}"
 
 
+def _settle_short(client: Client, ns: str, bound: int, shoal: ShoalProcess) -> None:
+    """With too few nodes: exactly ``bound`` pods (whole gangs) bind and stay so for a few more cycles;
+    every other pod is PodScheduled=False/Unschedulable and its PodGroup has a scheduling condition."""
+    def settled() -> list[Any] | None:
+        now = _pods(client, ns)
+        waiting = [p for p in now if not _bound(p)]
+        return now if sum(map(_bound, now)) == bound and all(map(_unschedulable, waiting)) else None
+
+    _wait(settled, 40, f"{bound} pods bound, the others Unschedulable", shoal)
+    time.sleep(1.5)  # a few more cycles (period 0.5 s): nothing else may bind
+    now = _pods(client, ns)
+    assert sum(map(_bound, now)) == bound, [(p.metadata.name, p.spec.nodeName) for p in now]
+    _whole_gangs_only(now)
+    for name in sorted({p.metadata.annotations[PG_ANNOTATION] for p in now if not _bound(p)}):
+        def reasons(n: str = name) -> Any:
+            conds = (client.get(PodGroupRes, n, namespace=ns).get("status") or {}).get("schedulingConditions")
+            return conds and conds[0].get("reasons")
+
+        _wait(reasons, 20, f"PodGroup {name} schedulingConditions with reasons", shoal)
+
+
 def _new_queue(kenv: KEnv) -> str:
     queue = f"q-{kenv.node_prefix[-6:]}"
     ensure_queue(kenv.client, queue)
@@ -357,25 +386,76 @@ def test_workload_is_gang_scheduled_under_its_derived_podgroup(kenv: KEnv, group
     _check_podgroups(client, ns, owner, case, pods, queue)
 
     # Too few nodes: whole gangs bind, the rest wait with a reason on pods and PodGroup.
-    def settled() -> list[Any] | None:
-        now = _pods(client, ns)
-        waiting = [p for p in now if not _bound(p)]
-        ok = sum(map(_bound, now)) == case.bound_when_short and all(map(_unschedulable, waiting))
-        return now if ok else None
-
-    _wait(settled, 40, f"{case.bound_when_short} pods bound, the others Unschedulable", shoal)
-    time.sleep(1.5)  # a few more cycles: nothing else may bind
-    now = _pods(client, ns)
-    assert sum(map(_bound, now)) == case.bound_when_short
-    _whole_gangs_only(now)
-    for name in {p.metadata.annotations[PG_ANNOTATION] for p in now if not _bound(p)}:
-        def reasons(n: str = name) -> Any:
-            status = client.get(PodGroupRes, n, namespace=ns).get("status") or {}
-            conds = status.get("schedulingConditions") or []
-            return conds and conds[0].get("reasons")
-        _wait(reasons, 20, f"PodGroup {name} schedulingConditions with reasons", shoal)
-
+    _settle_short(client, ns, case.bound_when_short, shoal)
     more = kenv.add_gpu_nodes(case.nodes - case.short_nodes, gpus=1, labels={POOL_LABEL: pool})
     kenv.wait_nodes_ready(more)
     running = _wait(lambda: _all_running(client, ns, case.pods), 60, "every pod bound and Running", shoal)
     assert {p.spec.nodeName for p in running} <= set(nodes + more)
+
+
+def test_deployment_pods_each_get_their_own_podgroup(kenv: KEnv, grouping_shoal: ShoalProcess) -> None:
+    """Pod -> ReplicaSet -> Deployment: the grouper follows the chain through the API and gives each pod
+    its own PodGroup, owned by the pod (a serving workload is no gang). The test cluster runs no
+    Deployment/ReplicaSet controllers, so the test creates the ReplicaSet and its pods as they would."""
+    shoal, client, ns, pool = grouping_shoal, kenv.client, kenv.namespace, kenv.node_prefix
+    nodes = kenv.add_gpu_nodes(2, gpus=1, labels={POOL_LABEL: pool})
+    queue = _new_queue(kenv)
+    tmpl = template(shoal.scheduler_name, pool, labels={"app": "web"})
+    deploy = create(kenv, {"apiVersion": "apps/v1", "kind": "Deployment",
+                           "metadata": {"name": "web", "labels": _owner_labels(queue)},
+                           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": tmpl}})
+    hashed = {"app": "web", "pod-template-hash": "5d8f7c9b6d"}
+    rs_tmpl = {**tmpl, "metadata": {"labels": hashed}}
+    rs = create(kenv, {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                       "metadata": {"name": "web-5d8f7c9b6d", "labels": hashed, "ownerReferences": [owner_ref(deploy)]},
+                       "spec": {"replicas": 2, "selector": {"matchLabels": hashed}, "template": rs_tmpl}})
+    for suffix in ("x2k9p", "q7w4m"):
+        create(kenv, operator_pod(f"web-5d8f7c9b6d-{suffix}", rs, rs_tmpl, {}, restart_policy="Always"))
+    kenv.wait_nodes_ready(nodes)
+    pods = _wait(lambda: _grouped(_all_running(client, ns, 2) or [], 2), 60, "both Deployment pods grouped and Running",
+                 shoal)
+    assert len({p.metadata.annotations[PG_ANNOTATION] for p in pods}) == 2
+    for p in pods:
+        name = f"pg-{p.metadata.name}-{p.metadata.uid}"
+        assert p.metadata.annotations[PG_ANNOTATION] == name
+        assert SUBGROUP_LABEL not in p.metadata.labels
+        pg = client.get(PodGroupRes, name, namespace=ns)
+        assert pg["spec"]["minMember"] == 1 and not pg["spec"].get("subGroups"), pg["spec"]
+        # Queue from the Deployment (top owner) label, priority the serving default.
+        assert pg["spec"]["queue"] == queue and pg["spec"].get("priorityClassName") == "inference", pg["spec"]
+        assert pg["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": p.metadata.name,
+                                                      "uid": p.metadata.uid, "controller": True,
+                                                      "blockOwnerDeletion": True}]
+
+
+def _kai_pytorch_example() -> Manifest:
+    root = shared_dir()
+    path = root / "kai-examples" / "batch--pytorch-job.yaml" if root else None
+    if path is None or not path.exists():
+        pytest.skip("KAI example batch--pytorch-job.yaml not available")
+    (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return dict(doc)
+
+
+def test_kai_pytorch_example_is_accepted_unchanged_and_gang_scheduled(kenv: KEnv, workload_crds: None,
+                                                                     shoal_runner: Any) -> None:
+    client, ns = kenv.client, kenv.namespace
+    doc = _kai_pytorch_example()
+    owner = create(kenv, doc)  # the API server (with the published CRD) accepts the file as it is
+    assert owner.spec["pytorchReplicaSpecs"]["Master"]["replicas"] == 1
+    assert owner.spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    first = kenv.add_gpu_nodes(1, gpus=2)  # 3 one-GPU pods: the gang does not fit
+    ensure_queue(client, "default-queue")
+    shoal = shoal_runner("kai-scheduler")  # the example's templates name KAI's scheduler
+    for pod in pytorch_pods(owner):
+        create(kenv, pod)
+    kenv.wait_nodes_ready(first)
+    pods = _wait(lambda: _grouped(_pods(client, ns), 3), 60, "every pod annotated with its PodGroup", shoal)
+    case = Case(lambda *_: doc, pytorch_pods, pods=3, groups={"": (3, {"master": 1, "worker": 2})},
+                assign=lambda lb: ("", lb["training.kubeflow.org/replica-type"]), short_nodes=1, nodes=2)
+    _check_podgroups(client, ns, owner, case, pods, "default-queue")
+    _settle_short(client, ns, 0, shoal)
+    more = kenv.add_gpu_nodes(1, gpus=1)
+    kenv.wait_nodes_ready(more)
+    running = _wait(lambda: _all_running(client, ns, 3), 60, "every pod bound and Running", shoal)
+    assert sorted(p.spec.nodeName for p in running) == sorted([first[0], first[0], more[0]])
