@@ -9,7 +9,7 @@ pod mix the cluster is likely to see next, plus small best-fit and stable-node-o
   snapshot's own pods (pending and running), counted equally.
 * ``modelLabel`` — node label naming the GPU model (default ``nvidia.com/gpu.product``); mix
   entries restricted to models only count nodes of those models as usable.
-* ``order``, ``fit``, ``shortage`` — weights of the packing terms (``FragAwareWeights``).
+* ``order``, ``fit``, ``fragment``, ``capacity``, ``shortage`` — weights of the packing terms (``FragAwareWeights``).
 
 The score is node-local (a node's answer changes only when the node does), so the node-choice
 cache keeps it; the per-device free-milli matrix is cached here by node version as well. Device
@@ -33,9 +33,8 @@ from shoal.policy.fragaware import (
     FragAwareWeights,
     MixEntry,
     NodeStates,
-    cpu_shortage,
     delta_to_score,
-    fragment_delta,
+    growth,
     parse_mix,
     typical_from_mix,
 )
@@ -79,19 +78,12 @@ def squash(raw: np.ndarray) -> np.ndarray:
 
 def _raw_score(before: NodeStates, after: NodeStates, rank: np.ndarray, mix: TypicalPods,
                weights: FragAwareWeights) -> np.ndarray:
-    delta = fragment_delta(before, after, mix) / MILLI
-    if weights.shortage and len(mix.freq):
-        both = cpu_shortage(np.concatenate([before.free, after.free]),
-                            np.concatenate([before.cpu_left, after.cpu_left]),
-                            np.concatenate([before.model, after.model]), mix)
-        k = len(before.cpu_left)
-        delta = delta + weights.shortage * (both[k:] - both[:k]) / MILLI
-    return delta_to_score(delta, before, after, rank, weights)
+    return delta_to_score(growth(before, after, mix, weights), before, after, rank, weights)
 
 
 def _weights(args: dict[str, str]) -> FragAwareWeights:
     w = DEFAULT_WEIGHTS
-    for key in ("order", "fit", "shortage"):
+    for key in ("order", "fit", "fragment", "capacity", "shortage"):
         if key in args:
             try:
                 w = replace(w, **{key: float(args[key])})

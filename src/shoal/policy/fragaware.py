@@ -34,14 +34,17 @@ MILLI_PER_GPU = 1000
 
 @dataclass(frozen=True, slots=True)
 class FragAwareWeights:
-    """Weights of the packing terms, in GPUs of fragment per unit of the term."""
+    """Weights of the terms, in GPUs of score per unit of the term (tuned on the openb grid,
+    seeds 42-43; docs/fragaware.md)."""
 
-    order: float = 0.05
-    fit: float = 0.02
-    fresh: float = 0.0
-    open: float = 0.0
-    shortage: float = 0.0  # per GPU of expected CPU-shortage stranding added (see cpu_shortage)
-    device: float = 0.001  # per GPU left free on the device a fractional pod takes (best-fit device)
+    fragment: float = 1.0  # per GPU of FGD fragment added
+    capacity: float = 0.0  # per GPU of expected capacity waste added (see capacity_waste)
+    shortage: float = 0.5  # per GPU of expected CPU-shortage stranding added (see cpu_shortage)
+    order: float = 2.0  # across the whole stable node order (rank 0 -> 1)
+    fit: float = 0.05  # per share of the node's GPUs left free after the placement
+    device: float = 0.01  # per GPU left free on the device a fractional pod shares
+    fresh: float = 0.0  # a fractional pod opening a completely free GPU
+    open: float = 0.0  # a GPU pod opening a completely idle node
 
 
 DEFAULT_WEIGHTS = FragAwareWeights()
@@ -58,17 +61,62 @@ class NodeStates:
     gpu_count: IntArray
 
 
-def fragment_delta(before: NodeStates, after: NodeStates, mix: TypicalPods) -> FloatArray:
-    """F(after) - F(before) per candidate, milli-GPU (positive = the placement adds fragment)."""
-    n = len(before.cpu_left)
-    frag = node_fragment(
+_DEDUP_FROM = 200  # batch size from which evaluating each distinct node state once pays off
+
+
+def state_measure(states: NodeStates, mix: TypicalPods, weights: FragAwareWeights) -> FloatArray:
+    """The weighted fragmentation measure of each node state, milli-GPU:
+    ``fragment * F + capacity * W + shortage * S`` (FGD's F, :func:`capacity_waste`,
+    :func:`cpu_shortage`). Large batches repeat few distinct states: each is evaluated once."""
+    if len(states.cpu_left) >= _DEDUP_FROM:
+        key = np.column_stack([states.model, states.cpu_left, states.free])
+        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+        inner = NodeStates(uniq[:, 2:], uniq[:, 1], uniq[:, 0], np.zeros(len(uniq), dtype=np.int64))
+        out: FloatArray = _measure(inner, mix, weights)[inverse.reshape(-1)]
+        return out
+    return _measure(states, mix, weights)
+
+
+def _measure(s: NodeStates, mix: TypicalPods, weights: FragAwareWeights) -> FloatArray:
+    total: FloatArray = np.zeros(len(s.cpu_left), dtype=np.float64)
+    if not len(mix.freq):
+        return total
+    if weights.fragment:
+        total = total + weights.fragment * node_fragment(s.free, s.cpu_left, s.model, mix)
+    if weights.capacity:
+        total = total + weights.capacity * capacity_waste(s.free, s.cpu_left, s.model, mix)
+    if weights.shortage:
+        total = total + weights.shortage * cpu_shortage(s.free, s.cpu_left, s.model, mix)
+    return total
+
+
+def growth(before: NodeStates, after: NodeStates, mix: TypicalPods,
+           weights: FragAwareWeights = DEFAULT_WEIGHTS) -> FloatArray:
+    """Measure(after) - measure(before) per candidate, in GPUs (positive = adds fragment)."""
+    both = NodeStates(
         np.concatenate([before.free, after.free]),
         np.concatenate([before.cpu_left, after.cpu_left]),
         np.concatenate([before.model, after.model]),
-        mix,
+        np.concatenate([before.gpu_count, after.gpu_count]),
     )
-    out: FloatArray = frag[n:] - frag[:n]
+    m = state_measure(both, mix, weights)
+    n = len(before.cpu_left)
+    out: FloatArray = (m[n:] - m[:n]) / MILLI_PER_GPU
     return out
+
+
+def placement_score(
+    before: NodeStates,
+    after: NodeStates,
+    rank: FloatArray,
+    mix: TypicalPods,
+    weights: FragAwareWeights = DEFAULT_WEIGHTS,
+) -> FloatArray:
+    """Score of each candidate placement ``before[i] -> after[i]`` (higher is better).
+
+    ``rank`` in [0, 1) is the node's position in a stable node order (0 = preferred).
+    """
+    return delta_to_score(growth(before, after, mix, weights), before, after, rank, weights)
 
 
 def cpu_shortage(free: IntArray, cpu_left: IntArray, model: IntArray, mix: TypicalPods) -> FloatArray:
@@ -88,19 +136,26 @@ def cpu_shortage(free: IntArray, cpu_left: IntArray, model: IntArray, mix: Typic
     return out
 
 
-def placement_score(
-    before: NodeStates,
-    after: NodeStates,
-    rank: FloatArray,
-    mix: TypicalPods,
-    weights: FragAwareWeights = DEFAULT_WEIGHTS,
-) -> FloatArray:
-    """Score of each candidate placement ``before[i] -> after[i]`` (higher is better).
+def capacity_waste(free: IntArray, cpu_left: IntArray, model: IntArray, mix: TypicalPods) -> FloatArray:
+    """Expected milli-GPU a node would strand if filled with copies of one pod of the mix.
 
-    ``rank`` in [0, 1) is the node's position in a stable node order (0 = preferred).
+    For GPU pod m (CPU c_m, ``count`` devices of ``milli`` each): the node holds
+    k_m = min(floor(sum_d floor(free_d / milli) / count), floor(cpu_left / c_m)) copies, and
+    ``G - k_m * count * milli`` of its free GPU G stays unused (all of G where m may not use the
+    node's model). Weighted by the mix's GPU-pod frequencies. Unlike FGD's measure, which only
+    asks whether one more m fits, this counts the slivers repeated packing leaves and the GPU a
+    node's CPU cannot feed.
     """
-    delta = fragment_delta(before, after, mix) / MILLI_PER_GPU
-    return delta_to_score(delta, before, after, rank, weights)
+    gpu_pods = np.flatnonzero(mix.count > 0)
+    total = free.sum(axis=1).astype(np.float64)
+    out: FloatArray = np.zeros(len(free), dtype=np.float64)
+    for m in gpu_pods.tolist():  # M is small (tens); each step is vectorised over nodes
+        milli, count = int(mix.milli[m]), int(mix.count[m])
+        slots = (free // max(milli, 1)).sum(axis=1) // count
+        k = np.minimum(slots, cpu_left // max(int(mix.cpu_milli[m]), 1))
+        waste = np.where(mix.allowed[m, model], total - np.maximum(k, 0) * (milli * count), total)
+        out += mix.freq[m] * waste
+    return out
 
 
 def delta_to_score(

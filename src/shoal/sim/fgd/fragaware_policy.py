@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.policy.fragaware import DEFAULT_WEIGHTS, FragAwareWeights, NodeStates, cpu_shortage, delta_to_score
-from shoal.policy.fragmentation import FloatArray, TypicalPods, node_fragment
+from shoal.policy.fragaware import DEFAULT_WEIGHTS, FragAwareWeights, NodeStates, delta_to_score, growth
+from shoal.policy.fragmentation import FloatArray, TypicalPods
 from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
 from shoal.sim.fgd.policies import _DeterministicPolicy, best_fit_device
 from shoal.sim.openb import MILLI_PER_GPU
 
-_DEDUP_FROM = 200  # batch size from which deduplicating node states pays off
 _OFFSET = float(1 << 52)
 _SCALE = 1e6  # score resolution: 1e-6 GPU of fragment
 
@@ -39,15 +38,6 @@ class FragAwarePolicy(_DeterministicPolicy):
         # False: every fitting GPU is scored and the node keeps its best.
         self._best_fit_device = best_fit_device
 
-    def _frag(self, free: IntArray, cpu_left: IntArray, model: IntArray) -> FloatArray:
-        if len(free) < _DEDUP_FROM:
-            return node_fragment(free, cpu_left, model, self._typical)
-        states = np.column_stack([model, cpu_left, free])
-        uniq, inverse = np.unique(states, axis=0, return_inverse=True)
-        frag = node_fragment(uniq[:, 2:], uniq[:, 1], uniq[:, 0], self._typical)
-        out: FloatArray = frag[inverse.reshape(-1)]
-        return out
-
     def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
         free = cluster.free[idx]
         cpu = cluster.cpu_left[idx]
@@ -68,19 +58,10 @@ class FragAwarePolicy(_DeterministicPolicy):
         model = cluster.model[idx][node_i]
         count = cluster.gpu_count[idx][node_i]
         cpu_b = cpu[node_i]
-        cpu_a = cpu_b - kind.cpu_score
-        frag = self._frag(
-            np.concatenate([free[node_i], after]), np.concatenate([cpu_b, cpu_a]), np.concatenate([model, model])
-        )
-        m = len(node_i)
         before_s = NodeStates(free[node_i], cpu_b, model, count)
-        after_s = NodeStates(after, cpu_a, model, count)
+        after_s = NodeStates(after, cpu_b - kind.cpu_score, model, count)
         rank = idx[node_i] / float(len(cluster))
-        delta = (frag[m:] - frag[:m]) / MILLI_PER_GPU
-        if self._weights.shortage:
-            short = cpu_shortage(np.concatenate([free[node_i], after]), np.concatenate([cpu_b, cpu_a]),
-                                 np.concatenate([model, model]), self._typical)
-            delta = delta + self._weights.shortage * (short[m:] - short[:m]) / MILLI_PER_GPU
+        delta = growth(before_s, after_s, self._typical, self._weights)
         cand = to_int_scores(delta_to_score(delta, before_s, after_s, rank, self._weights))
         return _best_per_node(len(idx), node_i, dev_i, cand)
 

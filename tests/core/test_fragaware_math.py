@@ -1,0 +1,135 @@
+"""fragaware's pure math: pod-mix text format, mix -> typical pods, the measures and the score."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shoal.policy.fragaware import (
+    FragAwareWeights,
+    MixEntry,
+    MixFormatError,
+    NodeStates,
+    capacity_waste,
+    cpu_shortage,
+    encode_mix,
+    growth,
+    parse_mix,
+    placement_score,
+    typical_from_mix,
+)
+
+I = np.int64
+
+
+def states(free: list[list[int]], cpu: list[int], model: list[int] | None = None) -> NodeStates:
+    f = np.array(free, dtype=I)
+    return NodeStates(f, np.array(cpu, dtype=I), np.array(model or [0] * len(cpu), dtype=I),
+                      (f > 0).sum(axis=1).astype(I) if f.size else np.zeros(0, dtype=I))
+
+
+HALVES = typical_from_mix([MixEntry(1000, 500, 1, (), 1.0)], ["G"])
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        pytest.param([MixEntry(4000, 500, 1, (), 0.3)], id="one fractional kind"),
+        pytest.param([MixEntry(12000, 1000, 2, ("A100", "H100"), 0.1), MixEntry(8000, 0, 0, (), 0.05)],
+                     id="whole GPUs with a model list, and a CPU-only kind"),
+        pytest.param([], id="empty mix"),
+    ],
+)
+def test_mix_text_round_trips(entries: list[MixEntry]) -> None:
+    assert parse_mix(encode_mix(entries)) == entries
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("4000/500=0.3", id="devices missing"),
+        pytest.param("4000/1500x1=1", id="more than a GPU per device"),
+        pytest.param("4000/500x1=-1", id="negative weight"),
+        pytest.param("cpu/500x1=1", id="not a number"),
+    ],
+)
+def test_bad_mix_entries_are_named(text: str) -> None:
+    with pytest.raises(MixFormatError, match="bad pod-mix entry"):
+        parse_mix(text)
+
+
+def test_typical_from_mix_normalises_and_restricts_models() -> None:
+    t = typical_from_mix([MixEntry(1000, 500, 1, ("T4",), 3.0), MixEntry(1000, 0, 0, ("T4",), 1.0),
+                          MixEntry(1, 1, 1, (), 0.0)], ["A100", "T4"])
+    assert t.freq.tolist() == [0.75, 0.25]  # the zero-weight kind is dropped
+    assert t.allowed.tolist() == [[False, True], [True, True]]  # CPU-only pods ignore models
+    assert t.count.tolist() == [1, 0] and t.milli.tolist() == [500, 0]
+
+
+@pytest.mark.parametrize(
+    ("free", "cpu", "expected"),
+    [
+        pytest.param([[1000, 1000]], [10_000], 0.0, id="two whole GPUs hold four halves: no waste"),
+        pytest.param([[700, 1000]], [10_000], 200.0, id="a 700 GPU holds one half and strands 200"),
+        pytest.param([[1000, 1000]], [2_000], 1000.0, id="CPU for two halves only: one GPU stranded"),
+    ],
+)
+def test_capacity_waste(free: list[list[int]], cpu: list[int], expected: float) -> None:
+    s = states(free, cpu)
+    assert capacity_waste(s.free, s.cpu_left, s.model, HALVES).tolist() == [expected]
+
+
+@pytest.mark.parametrize(
+    ("cpu", "expected"),
+    [
+        pytest.param(4_000, 0.0, id="CPU feeds all four halves"),
+        pytest.param(2_000, 1000.0, id="CPU feeds two halves: one GPU stranded"),
+        pytest.param(0, 2000.0, id="no CPU: everything stranded"),
+    ],
+)
+def test_cpu_shortage(cpu: int, expected: float) -> None:
+    s = states([[1000, 1000]], [cpu])
+    assert cpu_shortage(s.free, s.cpu_left, s.model, HALVES).tolist() == [expected]
+
+
+def test_filling_a_half_used_gpu_beats_opening_a_fresh_one() -> None:
+    # A 0.5-GPU pod against halves and whole GPUs: onto the GPU with 500 free (a whole GPU stays
+    # free) or a fresh GPU (its 500 left cannot take a whole-GPU pod: fragment), even though the
+    # fresh one is a little earlier in node order.
+    mix = typical_from_mix([MixEntry(1000, 500, 1, (), 1.0), MixEntry(1000, 1000, 1, (), 1.0)], ["G"])
+    before = states([[500, 1000], [1000, 1000]], [10_000, 10_000])
+    after = states([[0, 1000], [500, 1000]], [9_000, 9_000])
+    assert growth(before, after, mix).tolist() == [-0.25, 0.25]  # GPUs of fragment removed / added
+    score = placement_score(before, after, np.array([0.1, 0.0]), mix)
+    assert score[0] > score[1]
+
+
+@pytest.mark.parametrize(
+    ("weights", "winner"),
+    [
+        pytest.param(FragAwareWeights(order=1.0, fit=0.0), 0, id="equal fragment: the first node in order"),
+        pytest.param(FragAwareWeights(order=0.0, fit=1.0), 1, id="best fit: the fuller node"),
+    ],
+)
+def test_packing_terms_break_equal_fragment(weights: FragAwareWeights, winner: int) -> None:
+    before = states([[1000, 1000, 1000, 1000], [1000, 1000, 0, 0]], [10_000, 10_000])
+    after = states([[0, 1000, 1000, 1000], [0, 1000, 0, 0]], [9_000, 9_000])
+    assert np.allclose(growth(before, after, HALVES), 0.0)
+    score = placement_score(before, after, np.array([0.0, 0.5]), HALVES, weights)
+    assert int(np.argmax(score)) == winner
+
+
+def test_growth_deduplicates_large_batches_exactly() -> None:
+    rng = np.random.default_rng(3)
+    free = rng.choice([0, 250, 500, 1000], size=(300, 4)).astype(I)
+    before = states(free.tolist(), [8000] * 300)
+    after = NodeStates(np.where(free >= 500, free - 500, free), before.cpu_left - 1000, before.model,
+                       before.gpu_count)
+    w = FragAwareWeights(capacity=1.0, shortage=1.0)
+    big = growth(before, after, HALVES, w)
+    small = np.concatenate([growth(NodeStates(before.free[i:i + 50], before.cpu_left[i:i + 50],
+                                              before.model[i:i + 50], before.gpu_count[i:i + 50]),
+                                   NodeStates(after.free[i:i + 50], after.cpu_left[i:i + 50],
+                                              after.model[i:i + 50], after.gpu_count[i:i + 50]), HALVES, w)
+                            for i in range(0, 300, 50)])
+    assert np.array_equal(big, small)
