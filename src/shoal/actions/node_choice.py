@@ -26,6 +26,8 @@ class _Entry:
     fits_idle: np.ndarray
     ok: np.ndarray
     score: np.ndarray
+    #: `score` where `ok`, -inf elsewhere: the common case (no extra masks) is a single argmax.
+    masked: np.ndarray
     #: The predicates / scorers that matter for this kind of task (the others answered None or a
     #: constant the first time, which depends on the task alone), so row refreshes skip them.
     predicates: list[Predicate]
@@ -59,7 +61,8 @@ def _full(ssn: Session, task: Task) -> _Entry:
         else:
             constant += float(value)
         score = score + value
-    return _Entry(ssn.nodes.version.copy(), fits_idle, ok, score, preds, scorers, constant)
+    masked = np.where(ok, score, -np.inf)
+    return _Entry(ssn.nodes.version.copy(), fits_idle, ok, score, masked, preds, scorers, constant)
 
 
 def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
@@ -75,6 +78,7 @@ def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
     entry.fits_idle[rows] = fits_idle
     entry.ok[rows] = ok
     entry.score[rows] = score
+    entry.masked[rows] = np.where(ok, score, -np.inf)
     entry.versions[rows] = ssn.nodes.version[rows]
 
 
@@ -97,6 +101,11 @@ def best_node(ssn: Session, task: Task, node_mask: np.ndarray | None,
               capacity_mask: np.ndarray | None) -> tuple[int, bool] | None:
     """(node index, fits idle now) of the best node for `task`, or None. Ties: lowest node name."""
     entry = _entry(ssn, task)
+    if node_mask is None and capacity_mask is None:
+        i = int(np.argmax(entry.masked))
+        if not entry.ok[i]:
+            return None
+        return i, bool(entry.fits_idle[i])
     cand = entry.ok
     if node_mask is not None:
         cand = cand & node_mask
