@@ -67,7 +67,7 @@ def workload_crds(cluster: Cluster) -> None:
     """Create (plain POST: client-side apply would overflow the annotation limit) the four operator CRDs
     once per session and wait until each is Established and served. An existing CRD is kept."""
     client = cluster.client()
-    created = []
+    created: list[Any] = []
     for rel in CRD_FILES:
         doc = yaml.load((_crd_dir() / rel).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         crd = codecs.from_dict(doc)
@@ -180,7 +180,7 @@ def ray_pods(owner: Any) -> list[Manifest]:
     return pods
 
 
-def jobset(sched: str, pool: str, queue: str) -> Manifest:
+def jobset(sched: str, pool: str, queue: str, order: str = "AnyOrder") -> Manifest:
     def rj(name: str, replicas: int) -> Manifest:
         return {"name": name, "replicas": replicas,
                 "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
@@ -188,7 +188,12 @@ def jobset(sched: str, pool: str, queue: str) -> Manifest:
 
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "js", "labels": _owner_labels(queue)},
-            "spec": {"replicatedJobs": [rj("driver", 1), rj("workers", 2)]}}
+            "spec": {"startupPolicy": {"startupPolicyOrder": order},
+                     "replicatedJobs": [rj("driver", 1), rj("workers", 2)]}}
+
+
+def jobset_inorder(sched: str, pool: str, queue: str) -> Manifest:
+    return jobset(sched, pool, queue, order="InOrder")
 
 
 def jobset_jobs(owner: Any) -> list[Manifest]:
@@ -239,7 +244,7 @@ class Case:
     """A workload, what its operator creates, and what the grouper and scheduler must make of it.
 
     ``groups``: PodGroup name suffix (after ``pg-<owner>-<uid>``) -> (minMember, {subgroup: minMember}).
-    ``assign``: pod labels -> (PodGroup suffix, subgroup) the pod must be labelled with.
+    ``assign``: pod labels -> (PodGroup suffix, subgroup or None) the pod must be labelled with.
     With ``short_nodes`` one-GPU nodes exactly ``bound_when_short`` pods (whole gangs) bind; after adding
     nodes up to ``nodes`` every pod binds.
     """
@@ -248,13 +253,13 @@ class Case:
     children: Callable[[Any], list[Manifest]]
     pods: int
     groups: dict[str, tuple[int, dict[str, int]]]
-    assign: Callable[[dict[str, str]], tuple[str, str]]
+    assign: Callable[[dict[str, str]], tuple[str, str | None]]
     short_nodes: int
     nodes: int
     bound_when_short: int = 0
 
 
-def _lws_assign(labels: dict[str, str]) -> tuple[str, str]:
+def _lws_assign(labels: dict[str, str]) -> tuple[str, str | None]:
     role = "leader" if labels["leaderworkerset.sigs.k8s.io/worker-index"] == "0" else "workers"
     return f"-group-{labels['leaderworkerset.sigs.k8s.io/group-index']}", role
 
@@ -268,6 +273,10 @@ CASES = [
     pytest.param(Case(jobset, jobset_jobs, pods=3, groups={"": (3, {"driver": 1, "workers": 2})},
                       assign=lambda lb: ("", lb["jobset.sigs.k8s.io/replicatedjob-name"]), short_nodes=2,
                       nodes=3), id="jobset-anyorder-via-jobs"),
+    # InOrder: one gang per replicatedJob; on one node the driver's gang of one runs, the workers' waits.
+    pytest.param(Case(jobset_inorder, jobset_jobs, pods=3, groups={"-driver": (1, {}), "-workers": (2, {})},
+                      assign=lambda lb: ("-" + lb["jobset.sigs.k8s.io/replicatedjob-name"], None), short_nodes=1,
+                      nodes=3, bound_when_short=1), id="jobset-inorder-gang-per-replicatedjob"),
     pytest.param(Case(leaderworkerset, lws_pods, pods=4,
                       groups={"-group-0": (2, {"leader": 1, "workers": 1}),
                               "-group-1": (2, {"leader": 1, "workers": 1})},
