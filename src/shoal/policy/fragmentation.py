@@ -18,7 +18,7 @@ FGD scores derived from it agree exactly. Pure numpy; no I/O, no randomness.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -46,12 +46,26 @@ class TypicalPods:
     count: IntArray
     allowed: BoolArray
     freq: FloatArray
+    # Column views for broadcasting, built once (node_fragment runs thousands of times per run).
+    _milli_col: IntArray = field(init=False, repr=False, compare=False)
+    _count_col: IntArray = field(init=False, repr=False, compare=False)
+    _cpu_col: IntArray = field(init=False, repr=False, compare=False)
+    _freq_col: FloatArray = field(init=False, repr=False, compare=False)
+    _cpu_only_col: BoolArray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         m = len(self.freq)
         shapes = {len(self.cpu_milli), len(self.milli), len(self.count), self.allowed.shape[0]}
         if shapes != {m}:
             raise ValueError("typical-pod arrays must all have one entry per typical pod")
+        cpu_only = self.count == 0
+        # A CPU-only pod can use no GPU: a milli no device reaches makes all free GPU "unusable".
+        never = np.iinfo(np.int64).max
+        object.__setattr__(self, "_milli_col", np.where(cpu_only, never, self.milli)[:, None, None])
+        object.__setattr__(self, "_count_col", self.count[:, None])
+        object.__setattr__(self, "_cpu_col", self.cpu_milli[:, None])
+        object.__setattr__(self, "_freq_col", self.freq[:, None])
+        object.__setattr__(self, "_cpu_only_col", cpu_only[:, None])
 
 
 def node_fragment(
@@ -71,19 +85,19 @@ def node_fragment(
         return node_fragment(np.repeat(free_milli, 2, axis=0), np.repeat(cpu_left, 2),
                              np.repeat(model, 2), typical)[:1]
     free = free_milli[None, :, :]  # [1, B, D]
-    fits_dev = free >= typical.milli[:, None, None]  # [M, B, D]
-    gpu_ok = fits_dev.sum(axis=2) >= typical.count[:, None]  # [M, B]
-    unusable = np.where(fits_dev, 0, free).sum(axis=2)  # free on devices too small for m
-    total_free = free_milli.sum(axis=1)  # [B]
-    cpu_ok = typical.cpu_milli[:, None] <= cpu_left[None, :]
+    fits_dev = free >= typical._milli_col  # [M, B, D]
+    gpu_ok = fits_dev.sum(axis=2) >= typical._count_col  # [M, B]
+    # Free milli on devices too small for m (for a CPU-only m: all of it, i.e. G_n).
+    unusable = np.where(fits_dev, 0, free).sum(axis=2)
+    cpu_ok = typical._cpu_col <= cpu_left[None, :]
     access = typical.allowed[:, model]  # [M, B]
-    cpu_only = (typical.count == 0)[:, None]
     # A fitting node books its unusable part under Q2 (as Go does), so CPU-ok is always Q2.
     cls = np.where(cpu_ok, _Q2, np.where(gpu_ok, _Q4, _Q1))
     cls = np.where(access, cls, _NOACCESS)
-    cls = np.where(cpu_only, np.where(cpu_ok, _XL, _XR), cls)
-    fits = cpu_ok & gpu_ok & access & ~cpu_only
-    contrib = typical.freq[:, None] * np.where(fits, unusable, total_free[None, :])  # p_m * frag
+    cls = np.where(typical._cpu_only_col, np.where(cpu_ok, _XL, _XR), cls)
+    # Fitting: the unusable part; CPU-only m: unusable == G_n already; otherwise all of G_n.
+    fits = cpu_ok & gpu_ok & access
+    contrib = typical._freq_col * np.where(fits, unusable, free_milli.sum(axis=1)[None, :])
     per_class = np.where(cls[None] == _CLASS_IDS, contrib[None], 0.0)  # [6, M, B]
     # Adding the 0.0 of other classes leaves a float64 unchanged, so each class sum is Go's.
     sums = per_class.sum(axis=1)  # [6, B], in m order

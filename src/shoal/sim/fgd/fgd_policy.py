@@ -77,10 +77,11 @@ class FgdPolicy(_DeterministicPolicy):
             np.concatenate([model, model[node_i]]),
         )
         cand = fgd_score(frag[:n][node_i], frag[n:])
-        best = np.full(n, -1, dtype=np.int64)
-        np.maximum.at(best, node_i, cand)
+        # Every feasible node has at least one candidate and candidates come grouped by node.
+        starts = np.flatnonzero(np.diff(node_i, prepend=-1))
+        best: IntArray = np.maximum.reduceat(cand, starts)
         reach = np.flatnonzero(cand == best[node_i])
-        _, first = np.unique(node_i[reach], return_index=True)  # lowest device reaching the best
+        first = reach[np.diff(node_i[reach], prepend=-1) != 0]  # lowest device reaching the best
         dev = np.full(n, -1, dtype=np.int64)
-        dev[node_i[reach[first]]] = dev_i[reach[first]]
+        dev[node_i[first]] = dev_i[first]
         return best, dev
