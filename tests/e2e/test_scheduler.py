@@ -71,13 +71,15 @@ def test_kai_examples_run_unchanged(kenv: KEnv, shoal_runner: Any) -> None:
         create(kenv, copy.deepcopy(frac), namespace=ns)
     mem_ns = _extra_namespace(kenv, "m")
     mem = _example("gpu-sharing--gpu-memory.yaml")[0]
-    create(kenv, mem, namespace=mem_ns)
-    for doc in _example("batch--batch-job.yaml"):
-        create(kenv, doc)
     try:
-        for name, ns in placed + [(frac["metadata"]["name"], ns) for ns in frac_ns] + \
-                [(mem["metadata"]["name"], mem_ns)]:
+        for name, ns in [*placed, *((frac["metadata"]["name"], ns) for ns in frac_ns)]:
             assert wait_until(lambda n=name, s=ns: _running(kenv, n, s), 30, f"{ns}/{name} Running") == node
+        # The gpu-memory pod comes after the two halves: placed first, it could take a slice of the
+        # device the second half needs, and the halves would (rightly) land on two devices.
+        create(kenv, mem, namespace=mem_ns)
+        for doc in _example("batch--batch-job.yaml"):
+            create(kenv, doc)
+        assert wait_until(lambda: _running(kenv, mem["metadata"]["name"], mem_ns), 30, "gpu-memory pod") == node
         shared = [kenv.client.get(Pod, frac["metadata"]["name"], namespace=ns) for ns in frac_ns]
         groups = {p.metadata.labels.get("runai-gpu-group") for p in shared}
         assert len(groups) == 1 and None not in groups, f"fraction pods not on one GPU: {groups}"
