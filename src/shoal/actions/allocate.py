@@ -18,8 +18,8 @@ from shoal.model.status import ALLOCATED, PodStatus
 
 def eligible(job: Job) -> bool:
     """Ready (alive pods reach every minimum), has pending pods, and sits in a leaf queue."""
-    return (job.queue is not None and job.queue.is_leaf and not job.pg.invalid_reasons
-            and job.is_ready() and job.has_status(PodStatus.PENDING))
+    return (job.queue is not None and job.has_pending() and job.queue.is_leaf and not job.pg.invalid_reasons
+            and job.is_ready())
 
 
 def run(ssn: Session) -> None:
@@ -41,7 +41,7 @@ def run(ssn: Session) -> None:
         if not pipelined and not had_allocated:
             job.last_start_time = ssn.now
             ssn.decisions.last_start_times[job.uid] = ssn.now
-        if job.has_status(PodStatus.PENDING):
+        if job.has_pending():
             queue.push(job)
 
 

@@ -64,6 +64,7 @@ class PodSet:
     active_used: int = 0
     alive: int = 0
     gated: int = 0
+    pending: int = 0
 
     @property
     def name(self) -> str:
@@ -82,6 +83,8 @@ class PodSet:
             self.alive += delta
         if status == PodStatus.GATED:
             self.gated += delta
+        elif status == PodStatus.PENDING:
+            self.pending += delta
 
 
 @dataclass(slots=True)
@@ -116,6 +119,10 @@ class Job:
 
     def active_used(self) -> int:
         return sum(ps.active_used for ps in self.pod_sets.values())
+
+    def has_pending(self) -> bool:
+        """Some pod of the job waits to be placed (O(pod sets), from counters)."""
+        return any(ps.pending for ps in self.pod_sets.values())
 
     def has_status(self, status: PodStatus) -> bool:
         mask = status.value
