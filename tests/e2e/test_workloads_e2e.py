@@ -20,7 +20,7 @@ import yaml
 from lightkube import ApiError, Client, codecs
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Event, Pod
 
 from .cluster import Cluster, KEnv, shared_dir, wait_crd_served
 from .scheduler_fixtures import (
@@ -119,7 +119,7 @@ def operator_pod(name: str, owner: Any, tmpl: Manifest, labels: dict[str, str],
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": {**(meta.get("labels") or {}), **labels},
                          "annotations": dict(meta.get("annotations") or {}),
-                         "ownerReferences": [owner_ref(owner)]},
+                         "ownerReferences": [owner_ref(owner)] if owner is not None else []},
             "spec": {**tmpl["spec"], "restartPolicy": restart_policy}}
 
 
@@ -468,3 +468,33 @@ def test_kai_pytorch_example_is_accepted_unchanged_and_gang_scheduled(kenv: KEnv
     kenv.wait_nodes_ready(more)
     running = _wait(lambda: _all_running(client, ns, 3), 60, "every pod bound and Running", shoal)
     assert sorted(p.spec.nodeName for p in running) == sorted([first[0], first[0], more[0]])
+
+
+def test_owner_of_a_kind_that_is_not_installed_is_no_error(kenv: KEnv, grouping_shoal: ShoalProcess) -> None:
+    """A pod owned by a kind whose CRD is not installed (TFJob here): reading the owner fails with 404,
+    the chain ends at the pod, and the pod runs as its own gang of one."""
+    shoal, client, ns, pool = grouping_shoal, kenv.client, kenv.namespace, kenv.node_prefix
+    try:
+        client.get(CustomResourceDefinition, "tfjobs.kubeflow.org")
+        pytest.skip("the TFJob CRD is installed in this cluster")
+    except ApiError as e:
+        if e.status.code != 404:
+            raise
+    nodes = kenv.add_gpu_nodes(1, gpus=1, labels={POOL_LABEL: pool})
+    queue = _new_queue(kenv)
+    tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "tf", "uid": str(uuid.uuid4()),
+             "controller": True, "blockOwnerDeletion": True}
+    pod = operator_pod("tf-worker-0", None, template(shoal.scheduler_name, pool, labels=_owner_labels(queue)),
+                       {"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0"})
+    pod["metadata"]["ownerReferences"] = [tfjob]
+    create(kenv, pod)
+    kenv.wait_nodes_ready(nodes)
+    (running,) = _wait(lambda: _grouped(_all_running(client, ns, 1) or [], 1), 60, "the pod grouped and Running",
+                       shoal)
+    name = f"pg-tf-worker-0-{running.metadata.uid}"
+    assert running.metadata.annotations[PG_ANNOTATION] == name
+    pg = client.get(PodGroupRes, name, namespace=ns)
+    assert pg["spec"]["minMember"] == 1 and pg["spec"]["queue"] == queue, pg["spec"]
+    assert [(o["kind"], o["name"]) for o in pg["metadata"]["ownerReferences"]] == [("Pod", "tf-worker-0")]
+    evs = client.list(Event, namespace=ns, fields={"involvedObject.name": "tf-worker-0"})
+    assert not [e for e in evs if e.reason == "PodGrouperError"], "a missing CRD was reported as an error"
