@@ -56,10 +56,20 @@ def parse_duration(text: str) -> float:
 
 
 def load_config(path: str | None) -> SchedulerConfig:
+    """The config file (KAI format), checked by opening a session on an empty cluster: an unknown
+    plugin fails here, at start-up, instead of in every cycle."""
+    from shoal.cycle import open_session
+    from shoal.model.snapshot import ClusterSnapshot
+
     if not path:
         return SchedulerConfig()
     data = yaml.safe_load(Path(path).read_text()) or {}
-    return config_from_dict(data, source=path)
+    config = config_from_dict(data, source=path)
+    try:
+        open_session(ClusterSnapshot(now=0.0), config)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,8 +87,13 @@ def run(args: argparse.Namespace) -> int:
                           leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
                           lease_name=args.lease_name, identity=args.identity, pod_grouper=args.pod_grouper)
 
-    async def main() -> None:
+    try:
         client = KubeClient(args.kubeconfig)
+    except Exception as e:  # missing file, no context, bad credentials: one line, not a traceback
+        print(f"shoal run: cannot use kubeconfig {args.kubeconfig or '(default)'}: {e}")
+        return 2
+
+    async def main() -> None:
         service = SchedulerService(client, opts)
         task = asyncio.create_task(service.run())
         loop = asyncio.get_running_loop()
