@@ -13,11 +13,14 @@ from shoal.policy.fragaware import (
     capacity_waste,
     cpu_shortage,
     encode_mix,
+    fragment,
     growth,
     parse_mix,
     placement_score,
+    state_measure,
     typical_from_mix,
 )
+from shoal.policy.fragmentation import node_fragment
 
 I = np.int64
 
@@ -133,3 +136,16 @@ def test_growth_deduplicates_large_batches_exactly() -> None:
                                               after.model[i:i + 50], after.gpu_count[i:i + 50]), HALVES, w)
                             for i in range(0, 300, 50)])
     assert np.array_equal(big, small)
+
+
+def test_fused_measure_equals_its_parts() -> None:
+    rng = np.random.default_rng(5)
+    mix = typical_from_mix([MixEntry(4000, 500, 1, (), 2.0), MixEntry(8000, 1000, 2, ("T4",), 1.0),
+                            MixEntry(2000, 0, 0, (), 1.0)], ["A100", "T4"])
+    s = NodeStates(rng.choice([0, 300, 500, 1000], size=(50, 4)).astype(I), rng.integers(0, 20_000, 50),
+                   rng.integers(0, 2, 50), np.full(50, 4, dtype=I))
+    w = FragAwareWeights(fragment=1.0, shortage=0.5, capacity=0.25)
+    want = (fragment(s.free, s.cpu_left, s.model, mix) + 0.5 * cpu_shortage(s.free, s.cpu_left, s.model, mix)
+            + 0.25 * capacity_waste(s.free, s.cpu_left, s.model, mix))
+    assert np.allclose(state_measure(s, mix, w), want)
+    assert np.allclose(fragment(s.free, s.cpu_left, s.model, mix), node_fragment(s.free, s.cpu_left, s.model, mix))

@@ -34,8 +34,8 @@ from shoal.policy.fragaware import (
     MixEntry,
     NodeStates,
     delta_to_score,
-    growth,
     parse_mix,
+    state_measure,
     typical_from_mix,
 )
 from shoal.policy.fragmentation import TypicalPods
@@ -65,7 +65,8 @@ def open_fragaware(ssn: Session, args: dict[str, str]) -> None:
         idx = np.arange(len(s.nodes), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
         before = NodeStates(devices.free(idx), s.nodes.idle[idx, CPU_COL], model[idx], devices.count[idx])
         after = _after(s, task, idx, before)
-        return squash(_raw_score(before, after, rank_all[idx], mix, weights))
+        delta = devices.growth(idx, before, after, mix, weights)
+        return squash(delta_to_score(delta, before, after, rank_all[idx], weights))
 
     ssn.hooks.node_scorers.append(score)
 
@@ -74,11 +75,6 @@ def squash(raw: np.ndarray) -> np.ndarray:
     """Monotone map of raw scores (GPUs) into (0, SCALE)."""
     out: np.ndarray = SCALE / 2 * (1.0 + np.tanh(raw / _SQUASH))
     return out
-
-
-def _raw_score(before: NodeStates, after: NodeStates, rank: np.ndarray, mix: TypicalPods,
-               weights: FragAwareWeights) -> np.ndarray:
-    return delta_to_score(growth(before, after, mix, weights), before, after, rank, weights)
 
 
 def _weights(args: dict[str, str]) -> FragAwareWeights:
@@ -103,8 +99,8 @@ def _snapshot_mix(ssn: Session, label: str) -> list[MixEntry]:
 
 
 class _DeviceCache:
-    """Free milli-GPU per device [n, D] (shared groups first, then whole idle devices, then 0s),
-    rebuilt for a node only when its version moved."""
+    """Free milli-GPU per device [n, D] (shared groups first, then whole idle devices, then 0s)
+    and the node's fragmentation measure, rebuilt for a node only when its version moved."""
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
@@ -112,6 +108,29 @@ class _DeviceCache:
         self.count = np.maximum(nodes.gpu_count, nodes.alloc[:, GPU_COL] // MILLI).astype(np.int64)
         self._free = np.zeros((len(nodes), max(int(self.count.max(initial=0)), 1)), dtype=np.int64)
         self._version = np.full(len(nodes), -1, dtype=np.int64)
+        self._measure = np.zeros(len(nodes), dtype=np.float64)
+        self._measure_version = np.full(len(nodes), -1, dtype=np.int64)
+
+    def growth(self, idx: np.ndarray, before: NodeStates, after: NodeStates, mix: TypicalPods,
+               weights: FragAwareWeights) -> np.ndarray:
+        """Measure(after) - measure(before) in GPUs. The measure of a node as it is is the same
+        for every task, so it is kept until the node changes; stale ones ride along with the
+        after-states in one evaluation."""
+        version = self._ssn.nodes.version[idx]
+        stale = np.flatnonzero(version != self._measure_version[idx])
+        if stale.size:
+            both = NodeStates(np.concatenate([after.free, before.free[stale]]),
+                              np.concatenate([after.cpu_left, before.cpu_left[stale]]),
+                              np.concatenate([after.model, before.model[stale]]),
+                              np.concatenate([after.gpu_count, before.gpu_count[stale]]))
+            values = state_measure(both, mix, weights)
+            self._measure[idx[stale]] = values[len(idx):]
+            self._measure_version[idx[stale]] = version[stale]
+            after_m = values[: len(idx)]
+        else:
+            after_m = state_measure(after, mix, weights)
+        out: np.ndarray = (after_m - self._measure[idx]) / MILLI
+        return out
 
     def free(self, idx: np.ndarray) -> np.ndarray:
         nodes = self._ssn.nodes

@@ -9,7 +9,7 @@ A candidate placement turns a node state ``before`` into ``after``. Its score (h
             - w_fresh  * [a fractional pod opens a completely free GPU]
             - w_open   * [the pod opens a completely idle node]
 
-F is :func:`shoal.policy.fragmentation.node_fragment` against the distribution of the pods
+F is FGD's fragment (:func:`fragment`) against the distribution of the pods
 likely to come next. The three packing terms are small against one GPU of fragment: they order
 placements that fragment equally (best fit, then keep using the same subset of nodes), which is
 where most of FGD's gain came from (its integer scores tie among hundreds of nodes and ties went
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shoal.policy.fragmentation import FloatArray, TypicalPods, node_fragment
+from shoal.policy.fragmentation import FloatArray, TypicalPods
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -78,16 +78,27 @@ def state_measure(states: NodeStates, mix: TypicalPods, weights: FragAwareWeight
 
 
 def _measure(s: NodeStates, mix: TypicalPods, weights: FragAwareWeights) -> FloatArray:
-    total: FloatArray = np.zeros(len(s.cpu_left), dtype=np.float64)
+    """fragment * F + shortage * S (+ capacity * W) in one pass: F and S share their
+    intermediates, so a one-node refresh costs few numpy calls."""
     if not len(mix.freq):
-        return total
-    if weights.fragment:
-        total = total + weights.fragment * node_fragment(s.free, s.cpu_left, s.model, mix)
-    if weights.capacity:
-        total = total + weights.capacity * capacity_waste(s.free, s.cpu_left, s.model, mix)
+        return np.zeros(len(s.cpu_left), dtype=np.float64)
+    free, cpu_left = s.free, s.cpu_left
+    total = free.sum(axis=1)[None, :]  # [1, B]
+    access = mix.allowed[:, s.model]  # [M, B]
+    gpu_pod = (mix.count > 0)[:, None]
+    fits_dev = free[None, :, :] >= mix.milli[:, None, None]  # [M, B, D]
+    usable = (free[None, :, :] * fits_dev).sum(axis=2)
+    ok = (fits_dev.sum(axis=2) >= mix.count[:, None]) & (mix.cpu_milli[:, None] <= cpu_left[None, :])
+    ok &= access & gpu_pod
+    per_pod = weights.fragment * np.where(ok, total - usable, total)  # [M, B]
     if weights.shortage:
-        total = total + weights.shortage * cpu_shortage(s.free, s.cpu_left, s.model, mix)
-    return total
+        ratio = (mix.count * mix.milli / np.maximum(mix.cpu_milli, 1))[:, None]
+        stranded = np.where(access, np.maximum(0.0, total - cpu_left[None, :] * ratio), total)
+        per_pod = per_pod + weights.shortage * np.where(gpu_pod, stranded, 0.0)
+    out: FloatArray = mix.freq @ per_pod
+    if weights.capacity:
+        out = out + weights.capacity * capacity_waste(free, cpu_left, s.model, mix)
+    return out
 
 
 def growth(before: NodeStates, after: NodeStates, mix: TypicalPods,
@@ -117,6 +128,21 @@ def placement_score(
     ``rank`` in [0, 1) is the node's position in a stable node order (0 = preferred).
     """
     return delta_to_score(growth(before, after, mix, weights), before, after, rank, weights)
+
+
+def fragment(free: IntArray, cpu_left: IntArray, model: IntArray, mix: TypicalPods) -> FloatArray:
+    """FGD's fragment F_n (milli-GPU) of each node state against the mix: equal to
+    :func:`shoal.policy.fragmentation.node_fragment` up to float rounding (that one reproduces
+    Go's summation order bit for bit for FGD's integer scores; this one needs fewer numpy calls,
+    which is what a one-node refresh costs)."""
+    total = free.sum(axis=1)  # [B]
+    fits_dev = free[None, :, :] >= mix.milli[:, None, None]  # [M, B, D]
+    usable = np.where(fits_dev, free[None, :, :], 0).sum(axis=2)  # [M, B]
+    ok = (fits_dev.sum(axis=2) >= mix.count[:, None]) & (mix.cpu_milli[:, None] <= cpu_left[None, :])
+    ok &= mix.allowed[:, model] & (mix.count > 0)[:, None]
+    frag = np.where(ok, total[None, :] - usable, total[None, :])
+    out: FloatArray = mix.freq @ frag
+    return out
 
 
 def cpu_shortage(free: IntArray, cpu_left: IntArray, model: IntArray, mix: TypicalPods) -> FloatArray:
