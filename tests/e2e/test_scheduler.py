@@ -253,3 +253,43 @@ def test_pod_grouper_creates_podgroups_owned_by_the_top_owner(kenv: KEnv, shoal_
         assert pg["spec"]["queue"] == queue
     bare = kenv.client.get(PodGroupRes, by_name["bare"], namespace=kenv.namespace)
     assert [(o["kind"], o["name"]) for o in bare["metadata"]["ownerReferences"]] == [("Pod", "bare")]
+
+
+def test_health_ready_and_metrics_endpoints(kenv: KEnv, shoal_runner: Any) -> None:
+    import socket
+    import urllib.request
+
+    (node,) = kenv.add_gpu_nodes(1, gpus=2)
+    kenv.wait_nodes_ready([node])
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sched = shoal_runner(None, "--metrics-port", str(port))
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(base + path, timeout=2) as r:
+                return r.status, r.read().decode()
+        except OSError as e:
+            return getattr(e, "code", 0), ""
+
+    wait_until(lambda: get("/readyz")[0] == 200, 30, "/readyz 200")
+    assert get("/healthz") == (200, "ok\n")
+    create(kenv, pod_manifest("half", sched.scheduler_name, queue=queue, annotations={"gpu-fraction": "0.5"}))
+    wait_until(lambda: _running(kenv, "half", kenv.namespace), 30, "fraction pod Running")
+
+    def scraped() -> str | None:
+        status, body = get("/metrics")
+        return body if status == 200 and "shoal_pod_gpu_fraction{" in body else None
+
+    body = wait_until(scraped, 20, "per-pod GPU metrics")
+    lines = {ln.split(" ")[0]: float(ln.split(" ")[1]) for ln in body.splitlines() if ln and not ln.startswith("#")}
+    assert lines["shoal_pods_scheduled_total"] >= 1
+    assert lines[f'shoal_pod_gpu_fraction{{namespace="{kenv.namespace}",pod="half"}}'] == 0.5
+    assert lines[f'shoal_pod_gpu_devices{{namespace="{kenv.namespace}",pod="half"}}'] == 1
+    assert lines[f'shoal_queue_allocated{{queue="{queue}",resource="gpu"}}'] == 0.5
+    assert any(k.startswith("shoal_cycle_latency_seconds_count") for k in lines)
+    assert get("/nope")[0] == 404
