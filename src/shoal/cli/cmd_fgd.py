@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -105,7 +106,8 @@ def render_table(cells: list[CellResult], pub: Published, rng: str) -> Table:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
+    # Piped output keeps the table on one line per row instead of wrapping at 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     traces = args.traces or default_traces_dir()
     policies = policy_registry()
     workloads = _names(args.workload, WORKLOADS, "workload") if (args.grid or args.workload) else ["default"]
@@ -124,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
         cells = run_grid(traces, workloads, chosen, args.seeds, args.rng, max(1, args.jobs), on_done)
     wall = time.perf_counter() - start
     console.print(render_table(cells, _load_published(traces), args.rng))
-    console.print(f"{total} runs in {wall:.1f} s wall ({args.jobs} jobs)")
+    cpu = sum(r.seconds for c in cells for r in c.runs)
+    console.print(f"{total} runs in {wall:.1f} s wall on {args.jobs} process(es); {cpu:.1f} CPU s of simulation")
     if args.json:
         payload = [c.to_json() for c in cells] if args.grid else (
             cells[0].to_json() if len(cells) == 1 else [c.to_json() for c in cells])
