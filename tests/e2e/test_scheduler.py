@@ -293,3 +293,18 @@ def test_health_ready_and_metrics_endpoints(kenv: KEnv, shoal_runner: Any) -> No
     assert lines[f'shoal_queue_allocated{{queue="{queue}",resource="gpu"}}'] == 0.5
     assert any(k.startswith("shoal_cycle_latency_seconds_count") for k in lines)
     assert get("/nope")[0] == 404
+
+
+def test_install_crds_applies_the_manifests_idempotently(cluster: Any) -> None:
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "shoal.cli.main", "install-crds", "--kubeconfig", str(cluster.admin_kubeconfig)]
+    for _ in range(2):  # the second run re-applies over what exists
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert "customresourcedefinition/queues.scheduling.run.ai applied" in lines
+    assert "customresourcedefinition/podgroups.scheduling.run.ai applied" in lines
+    assert "customresourcedefinition/topologies.kai.scheduler applied" in lines
+    assert {f"priorityclass/{p} applied" for p in ("train", "build-preemptible", "build", "inference")} <= set(lines)
