@@ -8,6 +8,7 @@ whose pods the real Job controller makes). One `shoal run` (with its pod grouper
 
 from __future__ import annotations
 
+import string
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from .scheduler_fixtures import (
     ShoalProcess,
     create,
     ensure_queue,
+    pod_manifest,
     shoal_runner,  # noqa: F401  (fixture)
 )
 
@@ -46,6 +48,7 @@ JobSetRes = create_namespaced_resource("jobset.x-k8s.io", "v1alpha2", "JobSet", 
 LeaderWorkerSetRes = create_namespaced_resource("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet",
                                                 "leaderworkersets")
 
+DATA = Path(__file__).resolve().parent / "data"
 POOL_LABEL = "shoal.dev/e2e-pool"  # pods select their test's nodes: stray nodes cannot satisfy a gang
 PG_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
@@ -96,14 +99,12 @@ def grouping_shoal(cluster: Cluster, workload_crds: None,
 
 # -- what an operator would create ---------------------------------------------------------------------------
 
-def template(scheduler: str, pool: str, *, gpus: int = 1, labels: dict[str, str] | None = None) -> Manifest:
-    """A pod template as a user writes it inside a workload: our scheduler, one GPU, the test's nodes."""
-    res: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "64Mi"}}
-    if gpus:
-        res["limits"] = {"nvidia.com/gpu": str(gpus)}
-    return {"metadata": {"labels": dict(labels or {})},
-            "spec": {"schedulerName": scheduler, "nodeSelector": {POOL_LABEL: pool},
-                     "containers": [{"name": "main", "image": "busybox", "resources": res}]}}
+def load_owner(fname: str, scheduler: str, pool: str, queue: str, **extra: str) -> Manifest:
+    """An owner object from ``tests/e2e/data/`` with ``${SCHEDULER}``, ``${POOL}``, ``${QUEUE}`` (and
+    ``extra``) filled in: the templates name our scheduler and select the test's nodes."""
+    text = string.Template((DATA / fname).read_text())
+    doc: Manifest = yaml.safe_load(text.substitute(SCHEDULER=scheduler, POOL=pool, QUEUE=queue, **extra))
+    return doc
 
 
 def owner_ref(owner: Any) -> dict[str, Any]:
@@ -119,20 +120,8 @@ def operator_pod(name: str, owner: Any, tmpl: Manifest, labels: dict[str, str],
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": {**(meta.get("labels") or {}), **labels},
                          "annotations": dict(meta.get("annotations") or {}),
-                         "ownerReferences": [owner_ref(owner)] if owner is not None else []},
+                         "ownerReferences": [owner_ref(owner)]},
             "spec": {**tmpl["spec"], "restartPolicy": restart_policy}}
-
-
-def _owner_labels(queue: str) -> dict[str, str]:
-    return {"kai.scheduler/queue": queue}
-
-
-def pytorch_elastic(sched: str, pool: str, queue: str) -> Manifest:
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-            "metadata": {"name": "torch", "labels": _owner_labels(queue)},
-            "spec": {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 3, "rdzvBackend": "c10d"},
-                     "pytorchReplicaSpecs": {"Worker": {"replicas": 3, "restartPolicy": "OnFailure",
-                                                        "template": template(sched, pool)}}}}
 
 
 def pytorch_pods(owner: Any) -> list[Manifest]:
@@ -152,19 +141,6 @@ def pytorch_pods(owner: Any) -> list[Manifest]:
     return pods
 
 
-def raycluster(sched: str, pool: str, queue: str) -> Manifest:
-    def group(name: str, replicas: int, minimum: int) -> Manifest:
-        return {"groupName": name, "replicas": replicas, "minReplicas": minimum, "maxReplicas": replicas,
-                "rayStartParams": {}, "template": template(sched, pool)}
-
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-            "metadata": {"name": "ray", "labels": _owner_labels(queue)},
-            "spec": {"rayVersion": "2.9.0",
-                     "headGroupSpec": {"rayStartParams": {}, "template": template(sched, pool, gpus=0)},
-                     # small: minReplicas 1 of 2 counts 1; big: minReplicas 0 counts its replicas (1).
-                     "workerGroupSpecs": [group("small", 2, 1), group("big", 1, 0)]}}
-
-
 def ray_pods(owner: Any) -> list[Manifest]:
     """KubeRay: head `<cluster>-head-<rand>`, workers `<cluster>-<group>-worker-<rand>`."""
     common = {"ray.io/cluster": "ray", "ray.io/is-ray-node": "yes",
@@ -180,22 +156,6 @@ def ray_pods(owner: Any) -> list[Manifest]:
     return pods
 
 
-def jobset(sched: str, pool: str, queue: str, order: str = "AnyOrder") -> Manifest:
-    def rj(name: str, replicas: int) -> Manifest:
-        return {"name": name, "replicas": replicas,
-                "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
-                                      "completionMode": "Indexed", "template": template(sched, pool)}}}
-
-    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": "js", "labels": _owner_labels(queue)},
-            "spec": {"startupPolicy": {"startupPolicyOrder": order},
-                     "replicatedJobs": [rj("driver", 1), rj("workers", 2)]}}
-
-
-def jobset_inorder(sched: str, pool: str, queue: str) -> Manifest:
-    return jobset(sched, pool, queue, order="InOrder")
-
-
 def jobset_jobs(owner: Any) -> list[Manifest]:
     """The JobSet controller's Jobs `<js>-<rj>-<i>`; the real Job controller then creates their pods."""
     jobs, global_index = [], 0
@@ -208,20 +168,13 @@ def jobset_jobs(owner: Any) -> list[Manifest]:
             global_index += 1
             spec = rj["template"]["spec"]
             pod_tmpl = spec["template"]
-            pod_tmpl = {"metadata": {"labels": {**pod_tmpl["metadata"]["labels"], **labels}},
+            pod_tmpl = {"metadata": {"labels": {**((pod_tmpl.get("metadata") or {}).get("labels") or {}), **labels}},
                         "spec": {**pod_tmpl["spec"], "restartPolicy": "Never"}}
             jobs.append({"apiVersion": "batch/v1", "kind": "Job",
                          "metadata": {"name": f"js-{rj['name']}-{i}", "labels": labels,
                                       "ownerReferences": [owner_ref(owner)]},
                          "spec": {**spec, "template": pod_tmpl}})
     return jobs
-
-
-def leaderworkerset(sched: str, pool: str, queue: str) -> Manifest:
-    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-            "metadata": {"name": "lws", "labels": _owner_labels(queue)},
-            "spec": {"replicas": 2, "startupPolicy": "LeaderCreated",
-                     "leaderWorkerTemplate": {"size": 2, "workerTemplate": template(sched, pool)}}}
 
 
 def lws_pods(owner: Any) -> list[Manifest]:
@@ -249,7 +202,7 @@ class Case:
     nodes up to ``nodes`` every pod binds.
     """
 
-    owner: Callable[[str, str, str], Manifest]
+    owner: str  # file in tests/e2e/data/
     children: Callable[[Any], list[Manifest]]
     pods: int
     groups: dict[str, tuple[int, dict[str, int]]]
@@ -257,6 +210,7 @@ class Case:
     short_nodes: int
     nodes: int
     bound_when_short: int = 0
+    owner_vars: tuple[tuple[str, str], ...] = ()
 
 
 def _lws_assign(labels: dict[str, str]) -> tuple[str, str | None]:
@@ -265,19 +219,21 @@ def _lws_assign(labels: dict[str, str]) -> tuple[str, str | None]:
 
 
 CASES = [
-    pytest.param(Case(pytorch_elastic, pytorch_pods, pods=3, groups={"": (2, {"worker": 2})},
+    pytest.param(Case("pytorchjob-elastic.yaml", pytorch_pods, pods=3, groups={"": (2, {"worker": 2})},
                       assign=lambda lb: ("", "worker"), short_nodes=1, nodes=3), id="pytorchjob-elastic"),
-    pytest.param(Case(raycluster, ray_pods, pods=4, groups={"": (3, {"headgroup": 1, "small": 1, "big": 1})},
+    pytest.param(Case("raycluster-two-groups.yaml", ray_pods, pods=4,
+                      groups={"": (3, {"headgroup": 1, "small": 1, "big": 1})},
                       assign=lambda lb: ("", lb["ray.io/group"]), short_nodes=1, nodes=3),
                  id="raycluster-two-worker-groups"),
-    pytest.param(Case(jobset, jobset_jobs, pods=3, groups={"": (3, {"driver": 1, "workers": 2})},
+    pytest.param(Case("jobset.yaml", jobset_jobs, pods=3, groups={"": (3, {"driver": 1, "workers": 2})},
                       assign=lambda lb: ("", lb["jobset.sigs.k8s.io/replicatedjob-name"]), short_nodes=2,
-                      nodes=3), id="jobset-anyorder-via-jobs"),
+                      nodes=3, owner_vars=(("ORDER", "AnyOrder"),)), id="jobset-anyorder-via-jobs"),
     # InOrder: one gang per replicatedJob; on one node the driver's gang of one runs, the workers' waits.
-    pytest.param(Case(jobset_inorder, jobset_jobs, pods=3, groups={"-driver": (1, {}), "-workers": (2, {})},
+    pytest.param(Case("jobset.yaml", jobset_jobs, pods=3, groups={"-driver": (1, {}), "-workers": (2, {})},
                       assign=lambda lb: ("-" + lb["jobset.sigs.k8s.io/replicatedjob-name"], None), short_nodes=1,
-                      nodes=3, bound_when_short=1), id="jobset-inorder-gang-per-replicatedjob"),
-    pytest.param(Case(leaderworkerset, lws_pods, pods=4,
+                      nodes=3, bound_when_short=1, owner_vars=(("ORDER", "InOrder"),)),
+                 id="jobset-inorder-gang-per-replicatedjob"),
+    pytest.param(Case("leaderworkerset.yaml", lws_pods, pods=4,
                       groups={"-group-0": (2, {"leader": 1, "workers": 1}),
                               "-group-1": (2, {"leader": 1, "workers": 1})},
                       assign=_lws_assign, short_nodes=3, nodes=4, bound_when_short=2),
@@ -387,7 +343,7 @@ def test_workload_is_gang_scheduled_under_its_derived_podgroup(kenv: KEnv, group
     shoal, client, ns, pool = grouping_shoal, kenv.client, kenv.namespace, kenv.node_prefix
     nodes = kenv.add_gpu_nodes(case.short_nodes, gpus=1, labels={POOL_LABEL: pool})
     queue = _new_queue(kenv)
-    owner = create(kenv, case.owner(shoal.scheduler_name, pool, queue))
+    owner = create(kenv, load_owner(case.owner, shoal.scheduler_name, pool, queue, **dict(case.owner_vars)))
     for child in case.children(owner):
         create(kenv, child)
     kenv.wait_nodes_ready(nodes)
@@ -409,12 +365,10 @@ def test_deployment_pods_each_get_their_own_podgroup(kenv: KEnv, grouping_shoal:
     shoal, client, ns, pool = grouping_shoal, kenv.client, kenv.namespace, kenv.node_prefix
     nodes = kenv.add_gpu_nodes(2, gpus=1, labels={POOL_LABEL: pool})
     queue = _new_queue(kenv)
-    tmpl = template(shoal.scheduler_name, pool, labels={"app": "web"})
-    deploy = create(kenv, {"apiVersion": "apps/v1", "kind": "Deployment",
-                           "metadata": {"name": "web", "labels": _owner_labels(queue)},
-                           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": tmpl}})
+    manifest = load_owner("deployment.yaml", shoal.scheduler_name, pool, queue)
+    deploy = create(kenv, manifest)
     hashed = {"app": "web", "pod-template-hash": "5d8f7c9b6d"}
-    rs_tmpl = {**tmpl, "metadata": {"labels": hashed}}
+    rs_tmpl = {**manifest["spec"]["template"], "metadata": {"labels": hashed}}
     rs = create(kenv, {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                        "metadata": {"name": "web-5d8f7c9b6d", "labels": hashed, "ownerReferences": [owner_ref(deploy)]},
                        "spec": {"replicas": 2, "selector": {"matchLabels": hashed}, "template": rs_tmpl}})
@@ -460,7 +414,7 @@ def test_kai_pytorch_example_is_accepted_unchanged_and_gang_scheduled(kenv: KEnv
         create(kenv, pod)
     kenv.wait_nodes_ready(first)
     pods = _wait(lambda: _grouped(_pods(client, ns), 3), 60, "every pod annotated with its PodGroup", shoal)
-    case = Case(lambda *_: doc, pytorch_pods, pods=3, groups={"": (3, {"master": 1, "worker": 2})},
+    case = Case("(KAI example)", pytorch_pods, pods=3, groups={"": (3, {"master": 1, "worker": 2})},
                 assign=lambda lb: ("", lb["training.kubeflow.org/replica-type"]), short_nodes=1, nodes=2)
     _check_podgroups(client, ns, owner, case, pods, "default-queue")
     _settle_short(client, ns, 0, shoal)
@@ -484,9 +438,10 @@ def test_owner_of_a_kind_that_is_not_installed_is_no_error(kenv: KEnv, grouping_
     queue = _new_queue(kenv)
     tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "tf", "uid": str(uuid.uuid4()),
              "controller": True, "blockOwnerDeletion": True}
-    pod = operator_pod("tf-worker-0", None, template(shoal.scheduler_name, pool, labels=_owner_labels(queue)),
-                       {"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0"})
+    pod = pod_manifest("tf-worker-0", shoal.scheduler_name, gpus=1, queue=queue,  # no readable owner: pod's queue
+                       labels={"training.kubeflow.org/replica-type": "worker"})
     pod["metadata"]["ownerReferences"] = [tfjob]
+    pod["spec"]["nodeSelector"] = {POOL_LABEL: pool}
     create(kenv, pod)
     kenv.wait_nodes_ready(nodes)
     (running,) = _wait(lambda: _grouped(_all_running(client, ns, 1) or [], 1), 60, "the pod grouped and Running",
