@@ -142,6 +142,11 @@ class Simulation:
         every = settings.full_cycle_every
         if not self.cluster.changed and (every <= 0 or now - self._last_full < every):
             self.counters["cycles_skipped"] += 1
+            if self.arrivals_left == 0 and self.cluster.pending_jobs == len(self.cluster.jobs):
+                # Only gangs the core keeps refusing are left (e.g. non-preemptible jobs above
+                # their queue's quota) and no event can change that: the run is over.
+                self.counters["stuck_at_end"] = self.cluster.pending_jobs
+                self.engine.stop()
             return
         self.cluster.changed = False
         self._last_full = now
