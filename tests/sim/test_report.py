@@ -70,6 +70,8 @@ def test_compare_report_has_one_column_per_config(tmp_path: Path) -> None:
             "--out",
             str(tmp_path),
             "--no-progress",
+            "--jobs",
+            "2",
         ]
     )
     assert rc == 0

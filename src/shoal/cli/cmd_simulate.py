@@ -48,6 +48,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, help="random seed (overrides the scenario's)")
     p.add_argument("--out", metavar="DIR", help="report directory (default: reports/simulate-<name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="compare: run up to N configurations in parallel processes (default 1)",
+    )
     p.set_defaults(func=run)
 
 
@@ -84,6 +91,11 @@ def _run_one(
 
         cb: Callable[[float, float], None] = tick
         return sim.run(progress=cb)
+
+
+def _run_quiet(scenario: Path | None, config: Path, seed: int | None) -> Any:
+    """One configuration in a worker process (no progress bar)."""
+    return _run_one(scenario, config, seed, False, Console())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,7 +136,19 @@ def _compare(args: argparse.Namespace, console: Console, progress: bool) -> int:
         print("error: shoal simulate compare needs at least one scheduler config file", file=sys.stderr)
         return 2
     scenario = Path(args.scenario) if args.scenario else None
-    results = [_run_one(scenario, c, args.seed, progress, console) for c in configs]
+    if args.jobs > 1 and len(configs) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        from shoal.sim.scenario import load_scenario
+        from shoal.sim.schedconf import load_config
+
+        for c in configs:  # bad input is reported here, as one line, not from a worker
+            load_scenario(scenario, seed=args.seed, config=load_config(c))
+        with ProcessPoolExecutor(max_workers=min(args.jobs, len(configs))) as pool:
+            futures = [pool.submit(_run_quiet, scenario, c, args.seed) for c in configs]
+            results = [f.result() for f in futures]
+    else:
+        results = [_run_one(scenario, c, args.seed, progress, console) for c in configs]
     names = [r.config for r in results]
     if len(set(names)) != len(names):
         for r, c in zip(results, configs, strict=True):
