@@ -6,7 +6,7 @@ import pytest
 
 from shoal.cycle import CycleResult, run_cycle
 from shoal.framework.config import DEFAULT_PLUGINS, PluginConfig, SchedulerConfig
-from shoal.framework.podmix import PodMixTracker, pod_kind
+from shoal.framework.podmix import PodMixTracker, pod_kind, with_mix
 from shoal.model import (
     ClusterSnapshot,
     GpuRequest,
@@ -162,3 +162,21 @@ def test_tracker_keeps_the_most_frequent_kinds_covering_the_target() -> None:
     assert [e.gpu_milli for e in t.entries(0.0)] == [500]
     mix = parse_mix(t.mix(0.0))
     assert mix == [MixEntry(1000, 500, 1, (), 90.0)]
+
+
+@pytest.mark.parametrize(
+    ("config", "mix", "expected"),
+    [
+        pytest.param(fragaware_config({"order": "1"}), "1000/500x1=1", {"order": "1", "mix": "1000/500x1=1"},
+                     id="sets the mix and keeps the other arguments"),
+        pytest.param(fragaware_config({"mix": "old"}), "", {"mix": "old"}, id="an empty mix changes nothing"),
+    ],
+)
+def test_with_mix_hands_the_mix_to_the_plugin(config: SchedulerConfig, mix: str, expected: dict[str, str]) -> None:
+    got = with_mix(config, mix).plugin("fragaware")
+    assert got is not None and got.arguments == expected
+
+
+def test_with_mix_leaves_configs_without_fragaware_alone() -> None:
+    config = SchedulerConfig()
+    assert with_mix(config, "1000/500x1=1") is config

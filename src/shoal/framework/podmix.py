@@ -10,8 +10,9 @@ cover ``coverage`` of the decayed count (FGD's typical pods use 95%).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from shoal.framework.config import PluginConfig, SchedulerConfig
 from shoal.model.pod import Pod, portion_for_memory
 from shoal.policy.fragaware import MixEntry, encode_mix
 
@@ -101,3 +102,14 @@ class PodMixTracker:
     def mix(self, now: float) -> str:
         """The current mix as the ``fragaware`` plugin's ``mix`` argument (``encode_mix``)."""
         return encode_mix(self.entries(now))
+
+
+def with_mix(config: SchedulerConfig, mix: str, plugin: str = "fragaware") -> SchedulerConfig:
+    """``config`` with the ``fragaware`` plugin's ``mix`` argument set to ``mix`` (the adapter's
+    per-cycle hand-over); unchanged when the plugin is not configured or ``mix`` is empty (the
+    plugin then uses the snapshot's pods). Never mutates ``config``."""
+    if not mix or not config.has_plugin(plugin):
+        return config
+    plugins = tuple(PluginConfig(p.name, {**p.arguments, "mix": mix}) if p.name == plugin else p
+                    for p in config.plugins)
+    return replace(config, plugins=plugins)
