@@ -170,7 +170,8 @@ async def main_async(args: argparse.Namespace, admin: str, sched_kubeconfig: str
         target = min(args.pods, args.nodes * args.gpus)
         results = {}
         async def start_shoal() -> subprocess.Popen[bytes]:
-            proc = subprocess.Popen([sys.executable, "-m", "shoal.cli.main", "run", "--kubeconfig", sched_kubeconfig,
+            kubeconfig = admin if args.shoal_identity == "admin" else sched_kubeconfig
+            proc = subprocess.Popen([sys.executable, "-m", "shoal.cli.main", "run", "--kubeconfig", kubeconfig,
                                      "--scheduler-name", "shoal-bench", "--no-leader-elect", "--no-pod-grouper",
                                      *args.shoal_arg],
                                     stdout=(logs / "shoal.log").open("wb"), stderr=subprocess.STDOUT)
@@ -232,6 +233,9 @@ def main() -> None:
     ap.add_argument("--kubeconfig", help="admin kubeconfig of a running k8s-test-env cluster")
     ap.add_argument("--shoal-arg", action="append", default=[], help="extra argument for shoal run (repeat)")
     ap.add_argument("--skip-kube-scheduler", action="store_true", help="only measure shoal")
+    ap.add_argument("--shoal-identity", choices=("admin", "scheduler"), default="admin",
+                    help="credentials of shoal: admin (like kube-scheduler here, APF-exempt) or the "
+                         "least-privilege scheduler service account (APF global-default level)")
     args = ap.parse_args()
     bin_dir = subprocess.run([str(SCRIPT), "bin"], capture_output=True, text=True).stdout.strip()
     state, owned = (Path(args.kubeconfig).parent, False) if args.kubeconfig else start_cluster()
