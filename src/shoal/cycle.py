@@ -52,7 +52,7 @@ def close_session(ssn: Session) -> Decisions:
     """Explanations for every gang that still has pending pods."""
     d = ssn.decisions
     for job in ssn.jobs.values():
-        if not any(t.status == PodStatus.PENDING for t in job.tasks):
+        if not job.has_pending():
             continue
         reasons = list(job.reasons)
         messages = list(job.fit_errors)

@@ -8,6 +8,7 @@ in this action.
 
 from __future__ import annotations
 
+from shoal.actions.capacity_pruning import CapacityPruner
 from shoal.actions.job_allocation import allocate_job
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job
@@ -25,14 +26,20 @@ def eligible(job: Job) -> bool:
 def run(ssn: Session) -> None:
     queue = JobsByQueue(ssn, (j for j in ssn.jobs.values() if eligible(j)),
                         depth=ssn.config.queue_depth_per_action.get("allocate"))
+    pruner = CapacityPruner(ssn, queue)
     while True:
         job = queue.pop()
         if job is None:
             break
+        if pruner.doomed(job):
+            pruner.refuse(job)
+            continue
         had_allocated = job.has_status(ALLOCATED)
         stmt = Statement(ssn)
+        job.capacity_block = None
         if not allocate_job(ssn, stmt, job):
             stmt.discard()
+            pruner.learn(job)
             continue
         pipelined = should_pipeline(job)
         if pipelined:

@@ -4,6 +4,8 @@ back where it was, else the scenario is rejected. Off when max preemptees is 0."
 
 from __future__ import annotations
 
+import numpy as np
+
 from shoal.actions.job_allocation import tasks_to_allocate
 from shoal.actions.preemption import candidate_victims, run_preemptors
 from shoal.framework.jobs import Job, Task
@@ -19,19 +21,27 @@ def all_reallocated(job: Job, victims: dict[str, list[Task]]) -> bool:
 def enough_gpus(ssn: Session, job: Job) -> bool:
     """KAI `IsEnoughGPUsAllocatableForJob`: idle + releasing GPUs of ready nodes (whole devices
     and free room on shared devices) cover the GPUs the job's next tasks ask for."""
+    need = sum(t.pod.gpu.milli for t in tasks_to_allocate(job, real=False)) / MILLI
+    return _free_gpus(ssn) >= need
+
+
+def _free_gpus(ssn: Session) -> float:
+    """Free GPUs of ready nodes; cached until a node changes (node versions only grow)."""
     nodes = ssn.nodes
-    free = 0.0
-    for i, node in enumerate(nodes.nodes):
-        if not node.ready:
-            continue
-        free += (int(nodes.idle[i, GPU_COL]) + int(nodes.releasing[i, GPU_COL])) / MILLI
+    stamp = int(nodes.version.sum())
+    cached = ssn.hooks.extra.get("free_gpus")
+    if cached is not None and cached[0] == stamp:
+        return float(cached[1])
+    ready = np.array([n.ready for n in nodes.nodes], dtype=bool)
+    free = float((nodes.idle[ready, GPU_COL] + nodes.releasing[ready, GPU_COL]).sum()) / MILLI
+    for i in np.flatnonzero(ready).tolist():
         mem = int(nodes.gpu_memory[i]) or 1
         for g in nodes.groups[i].values():
             free += max(mem - g.allocated + g.releasing, 0) / mem
-        for col, slices in ssn.space.mig_columns():
-            free += (int(nodes.idle[i, col]) + int(nodes.releasing[i, col])) * slices
-    need = sum(t.pod.gpu.milli for t in tasks_to_allocate(job, real=False)) / MILLI
-    return free >= need
+    for col, slices in ssn.space.mig_columns():
+        free += float((nodes.idle[ready, col] + nodes.releasing[ready, col]).sum()) * slices
+    ssn.hooks.extra["free_gpus"] = (stamp, free)
+    return free
 
 
 def run(ssn: Session) -> None:

@@ -285,6 +285,11 @@ def _gpu_score(ssn: Session, i: int, group: str | None) -> float:
     return sum(fn(ssn, i, group) for fn in ssn.hooks.gpu_order)
 
 
+def record_capacity_failure(job: Job, message: str) -> None:
+    """Record a queue-capacity refusal (`Reason: text`) as the job's reason and fit error."""
+    _add_reason(job, message.split(":", 1)[0], message)
+
+
 def _add_reason(job: Job, reason: str, message: str) -> None:
     if reason not in job.reasons:
         job.reasons.append(reason)

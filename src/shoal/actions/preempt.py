@@ -31,8 +31,10 @@ def run(ssn: Session) -> None:
     def pick(job: Job) -> list[Job] | None:
         if not within_quota(job):
             return None
+        assert job.queue is not None
         return candidate_victims(ssn, lambda v: (
             v.queue is job.queue and v.priority < job.priority and v is not job
-            and all(f(ssn, job, v) for f in ssn.hooks.preempt_victim_filters)))
+            and all(f(ssn, job, v) for f in ssn.hooks.preempt_victim_filters)), queue=job.queue.name,
+            below_priority=job.priority)
 
     run_preemptors(ssn, "preempt", lambda job: True, pick, combine(ssn, ssn.hooks.preempt_validators))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 
 from shoal.actions.allocate import eligible
@@ -48,14 +49,36 @@ def run_preemptors(ssn: Session, action: str, preemptor_ok: Callable[[Job], bool
             stmt.commit()
 
 
-def candidate_victims(ssn: Session, keep: Callable[[Job], bool]) -> list[Job]:
-    """Preemptible jobs with active-allocated pods, in a leaf queue, that `keep` accepts.
-    Iterated in job-uid order (KAI: Go map order) so counters like consolidation's are stable."""
+def candidate_victims(ssn: Session, keep: Callable[[Job], bool], queue: str | None = None,
+                      below_priority: int | None = None) -> list[Job]:
+    """Preemptible jobs with active-allocated pods, in a leaf queue (only `queue` if given; only
+    priority < `below_priority` if given), that `keep` accepts, in job-uid order (KAI: Go map
+    order) so counters like consolidation's are stable. Pools are built once per session."""
+    pools: dict[str | None, list[Job]] | None = ssn.hooks.extra.get("victim_pools")
+    if pools is None:
+        everyone = [ssn.jobs[uid] for uid in sorted(ssn.jobs)
+                    if ssn.jobs[uid].queue is not None and ssn.jobs[uid].preemptible]
+        pools = {None: everyone}
+        for job in everyone:
+            assert job.queue is not None
+            pools.setdefault(job.queue.name, []).append(job)
+        ssn.hooks.extra["victim_pools"] = pools
+    pool = pools.get(queue, [])
+    if below_priority is not None:
+        pool = _below(ssn, queue, pool, below_priority)
     out = []
-    for uid in sorted(ssn.jobs):
-        job = ssn.jobs[uid]
-        if job.queue is None or not job.preemptible or job.active_allocated() == 0:
-            continue
-        if keep(job):
+    for job in pool:
+        if any(ps.active_allocated for ps in job.pod_sets.values()) and keep(job):
             out.append(job)
     return out
+
+
+def _below(ssn: Session, queue: str | None, pool: list[Job], priority: int) -> list[Job]:
+    """The jobs of `pool` with priority < `priority`, still in uid order (bisect on a per-pool
+    priority-sorted copy built once)."""
+    by_prio: dict[str | None, tuple[list[int], list[Job]]] = ssn.hooks.extra.setdefault("victim_prio", {})
+    if queue not in by_prio:
+        ordered = sorted(pool, key=lambda j: (j.priority, j.uid))
+        by_prio[queue] = ([j.priority for j in ordered], ordered)
+    prios, ordered = by_prio[queue]
+    return sorted(ordered[: bisect_left(prios, priority)], key=lambda j: j.uid)

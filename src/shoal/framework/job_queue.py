@@ -128,6 +128,19 @@ class JobsByQueue:
             self.popped[q.name] = self.popped.get(q.name, np.zeros(3)) + job_allocated(job)
         return job
 
+    def jobs_in(self, leaf: str) -> list[Job]:
+        return [e[2] for e in self.leaves.get(leaf, [])]
+
+    def drop_leaf(self, leaf: str) -> list[Job]:
+        """Remove a leaf queue and all its jobs (none of them will be popped); returns the jobs."""
+        self._restore()
+        q = self.ssn.queues[leaf]
+        jobs = [e[2] for e in self.leaves.pop(leaf, [])]
+        self.leaves[leaf] = []
+        self._detach(q)
+        self._restore()
+        return jobs
+
     def victims_of(self, q: QueueInfo) -> np.ndarray | None:
         if not self.victim:
             return None

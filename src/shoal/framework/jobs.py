@@ -99,6 +99,9 @@ class Job:
     stale_since: float | None = None
     #: Bumped whenever a task of the job changes status (invalidates cached per-job values).
     version: int = 0
+    #: Set by a queue-capacity check that refused the job: (queue, resource column 0..2,
+    #: "limit" or "quota", the job's request of that resource). Read by allocate's pruning.
+    capacity_block: tuple[str, int, str, float] | None = None
     #: Values derived from the tasks, keyed by name, stored with the `version` they were computed at.
     memo: dict[str, tuple[int, np.ndarray]] = field(default_factory=dict)
 

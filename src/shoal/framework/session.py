@@ -337,6 +337,14 @@ class Session:
         for job in self.jobs.values():
             if len(job.tasks) < 2:
                 continue
+            if not any(t.pod.labels_affect_order for t in job.tasks):
+                # No role label and no task priority: the plugin keys are equal for every task.
+                job.tasks.sort(key=lambda t: (t.pod.creation, t.uid))
+                for ps in job.pod_sets.values():
+                    ps.tasks.sort(key=lambda t: (t.pod.creation, t.uid))
+                for i, t in enumerate(job.tasks):
+                    t.order_key = (i,)
+                continue
             for t in job.tasks:
                 t.order_key = self.task_key(t)
             job.tasks.sort(key=lambda t: t.order_key)

@@ -123,5 +123,11 @@ class Pod:
                 + sum((mig_gpu_slices(r) or 0) * n * MILLI for r, n in self.mig.items()))
 
     @property
+    def labels_affect_order(self) -> bool:
+        """Has a label a task-order plugin reads (Kubeflow / Ray role, task priority)."""
+        return (self.task_priority is not None or self.task_priority_invalid
+                or "training.kubeflow.org/job-role" in self.labels or "ray.io/node-type" in self.labels)
+
+    @property
     def is_cpu_only(self) -> bool:
         return not self.gpu.any and not self.mig and not self.dra_gpus

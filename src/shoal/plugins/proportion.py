@@ -9,8 +9,8 @@ from shoal.framework.session import Session
 from shoal.model.resources import MILLI
 from shoal.model.status import PodStatus
 from shoal.policy.fairshare import ShareInput, divide
-from shoal.policy.reclaim import QueueState, can_reclaim, reclaimable
 from shoal.policy.queue_order import QueueView, compare
+from shoal.policy.reclaim import QueueState, can_reclaim, reclaimable
 
 #: Whole unit each resource's over-quota share is floored to (GPU milli -> devices).
 UNITS = (float(MILLI), 1.0, 1.0)
@@ -102,7 +102,11 @@ def task_over_capacity(ssn: Session, task: Task, node: int) -> str | None:
     if task.pod.gpu.is_shared:
         gpu = float(ssn.node_portion(task, node)) if ssn.nodes.names else gpu
     req = np.array([gpu, task.pod.cpu_milli, task.pod.memory], dtype=np.float64)
-    return _check(job, req)
+    # Only job-level refusals feed allocate's pruning (a per-node refusal is not universal).
+    saved = job.capacity_block
+    msg = _check(job, req)
+    job.capacity_block = saved
+    return msg
 
 
 def _check(job: Job, req: np.ndarray) -> str | None:
@@ -111,6 +115,7 @@ def _check(job: Job, req: np.ndarray) -> str | None:
         for r in range(3):
             lim = q.limit[r]
             if lim != -1 and req[r] != 0 and lim < q.allocated[r] + req[r]:
+                job.capacity_block = (q.name, r, "limit", float(req[r]))
                 return (f"OverLimit: queue {q.name} would exceed its {QUEUE_COLUMNS[r]} limit "
                         f"({_fmt(r, q.allocated[r] + req[r])} > {_fmt(r, lim)})")
     if not job.preemptible:
@@ -118,6 +123,7 @@ def _check(job: Job, req: np.ndarray) -> str | None:
             for r in range(3):
                 d = q.deserved[r]
                 if d != -1 and req[r] != 0 and d < q.allocated_np[r] + req[r]:
+                    job.capacity_block = (q.name, r, "quota", float(req[r]))
                     return (f"NonPreemptibleOverQuota: non-preemptible job would take queue {q.name} over "
                             f"its {QUEUE_COLUMNS[r]} quota ({_fmt(r, q.allocated_np[r] + req[r])} > "
                             f"{_fmt(r, d)})")
