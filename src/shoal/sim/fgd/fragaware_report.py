@@ -26,6 +26,8 @@ from shoal.sim.openb import default_traces_dir
 SEEDS = range(42, 52)
 LABELS = {"random": "Random", "dotprod": "DotProd", "clustering": "GpuClustering", "packing": "GpuPacking",
           "bestfit": "BestFit", "fgd": "FGD", "kai-binpack": "kai-binpack", "fragaware": "fragaware"}
+COLORS = {"random": "tab:gray", "dotprod": "tab:orange", "clustering": "tab:green", "packing": "tab:purple",
+          "bestfit": "tab:blue", "fgd": "tab:brown", "kai-binpack": "tab:pink", "fragaware": "tab:red"}
 Curve = list[tuple[int, float]]
 
 
@@ -78,9 +80,9 @@ def plot(workload: str, curves: dict[str, Curve], path: Path) -> None:
         xs = [a for a, _ in curve if a >= 60]
         ys = [v for a, v in curve if a >= 60]
         bold = policy in ("fgd", "fragaware")
-        ax.plot(xs, ys, label=LABELS.get(policy, policy), linewidth=2.2 if bold else 1.2,
+        ax.plot(xs, ys, label=LABELS.get(policy, policy), linewidth=2.2 if bold else 1.2, color=COLORS.get(policy),
                 linestyle="-" if policy in ("fragaware", "kai-binpack") else "--")
-    ax.plot([60, 100, 130], [40, 0, 0], color="grey", linewidth=0.8, linestyle=":", label="ideal")
+    ax.plot([60, 100, 130], [40, 0, 0], color="black", linewidth=0.8, linestyle=":", label="ideal")
     ax.set_xlabel("arrived workload (% of GPU capacity)")
     ax.set_ylabel("unallocated GPU % (median of 10 seeds)")
     ax.set_title(f"openb {workload}: unallocated GPUs vs arrived workload")
