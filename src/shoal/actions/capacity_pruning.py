@@ -89,9 +89,12 @@ class CapacityPruner:
         self.epoch += 1
         for leaf in _leaves_under(self.ssn.queues[name]):
             jobs = self.queue.jobs_in(leaf.name)
-            if jobs and all(self.doomed(j) for j in jobs):
+            # Only this block matters here: every job must ask at least `amount` of resource r
+            # (and, for a quota block, be non-preemptible).
+            if jobs and all(self.request(j)[r] >= amount and (kind == "limit" or not j.preemptible)
+                            for j in jobs):
                 for dropped in self.queue.drop_leaf(leaf.name):
-                    self.refuse(dropped)
+                    record_capacity_failure(dropped, self.messages[key])
 
 
 def _leaves_under(q: QueueInfo) -> list[QueueInfo]:

@@ -37,6 +37,13 @@ def should_allocate(task: Task, real: bool) -> bool:
 
 def tasks_to_allocate(job: Job, real: bool = True) -> list[Task]:
     """The tasks one attempt places: per pod set up to its minimum, else one extra task."""
+    if len(job.pod_sets) == 1 and real:
+        # The common gang: one pod set; skip the pod-set ordering.
+        ps = next(iter(job.pod_sets.values()))
+        if not ps.pending:
+            return []
+        n = ps.min_available - ps.active_allocated if ps.active_allocated < ps.min_available else 1
+        return [t for t in ps.tasks if t.status == PodStatus.PENDING][:n]
     sets = sorted(job.pod_sets.values(), key=pod_set_order)
     below = sum(1 for ps in sets if ps.active_allocated < ps.min_available)
     max_sets = below or 1

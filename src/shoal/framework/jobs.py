@@ -50,10 +50,13 @@ class Task:
 
     def request_quota_vector(self) -> np.ndarray:
         """Requested share (pending pods): GPU memory counts memory/100 GPUs (KAI quirk)."""
-        gpu = float(self.pod.gpu_quota_milli)
-        if self.pod.gpu.is_gpu_memory:
-            gpu = self.pod.gpu.devices * self.pod.gpu.memory_mib / 100 * 1000
-        return np.array([gpu, self.pod.cpu_milli, self.pod.memory], dtype=np.float64)
+        return np.array(self.request_quota(), dtype=np.float64)
+
+    def request_quota(self) -> tuple[float, float, float]:
+        """`request_quota_vector` as plain floats (hot loops avoid tiny numpy arrays)."""
+        p = self.pod
+        gpu = p.gpu.devices * p.gpu.memory_mib / 100 * 1000 if p.gpu.is_gpu_memory else float(p.gpu_quota_milli)
+        return gpu, float(p.cpu_milli), float(p.memory)
 
 
 @dataclass(slots=True)
@@ -102,6 +105,8 @@ class Job:
     #: Set by a queue-capacity check that refused the job: (queue, resource column 0..2,
     #: "limit" or "quota", the job's request of that resource). Read by allocate's pruning.
     capacity_block: tuple[str, int, str, float] | None = None
+    #: Pending pods of the job (kept by `Session.set_status` and the session build).
+    pending: int = 0
     #: Values derived from the tasks, keyed by name, stored with the `version` they were computed at.
     memo: dict[str, tuple[int, np.ndarray]] = field(default_factory=dict)
 
@@ -124,8 +129,8 @@ class Job:
         return sum(ps.active_used for ps in self.pod_sets.values())
 
     def has_pending(self) -> bool:
-        """Some pod of the job waits to be placed (O(pod sets), from counters)."""
-        return any(ps.pending for ps in self.pod_sets.values())
+        """Some pod of the job waits to be placed (a counter the session keeps)."""
+        return self.pending > 0
 
     def has_status(self, status: PodStatus) -> bool:
         mask = status.value

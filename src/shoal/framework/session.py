@@ -120,8 +120,10 @@ class Session:
     def task_vector(self, pod: Pod) -> np.ndarray:
         """The pod's regular resources as a vector (GPU column: whole GPUs only). Shared between
         pods with equal requests, so it must never be modified in place."""
-        key = (pod.cpu_milli, pod.memory, 0 if pod.gpu.is_shared else pod.gpu.whole, pod.dra_gpus,
-               tuple(pod.mig.items()), tuple(pod.extended.items()))
+        key: tuple[object, ...] = (pod.cpu_milli, pod.memory, 0 if pod.gpu.is_shared else pod.gpu.whole,
+                                   pod.dra_gpus)
+        if pod.mig or pod.extended:
+            key += (tuple(pod.mig.items()), tuple(pod.extended.items()))
         cache = self._vec_cache
         v = cache.get(key)
         if v is not None:
@@ -189,6 +191,8 @@ class Session:
             task.pod_set = ps
             ps.tasks.append(task)
             ps.count(task.status, 1)
+            if task.status == PodStatus.PENDING:
+                job_or_none.pending += 1
             job_or_none.tasks.append(task)
             self.tasks[task.uid] = task
 
@@ -246,7 +250,7 @@ class Session:
                     v[1] += p.cpu_milli
                     v[2] += p.memory
             elif st == PodStatus.PENDING:
-                r = task.request_quota_vector()
+                r = task.request_quota()
                 v = req.setdefault(q.name, [0.0, 0.0, 0.0])
                 v[0] += r[0]
                 v[1] += r[1]
@@ -304,6 +308,10 @@ class Session:
         if task.status != status:
             task.pod_set.count(task.status, -1)
             task.pod_set.count(status, 1)
+            if task.status == PodStatus.PENDING:
+                task.job.pending -= 1
+            elif status == PodStatus.PENDING:
+                task.job.pending += 1
             task.status = status
             task.job.version += 1
 

@@ -125,8 +125,9 @@ class Pod:
     @property
     def labels_affect_order(self) -> bool:
         """Has a label a task-order plugin reads (Kubeflow / Ray role, task priority)."""
+        labels = self.labels
         return (self.task_priority is not None or self.task_priority_invalid
-                or "training.kubeflow.org/job-role" in self.labels or "ray.io/node-type" in self.labels)
+                or (bool(labels) and ("training.kubeflow.org/job-role" in labels or "ray.io/node-type" in labels)))
 
     @property
     def is_cpu_only(self) -> bool:
