@@ -37,8 +37,18 @@ class JobsByQueue:
         self.in_heap: set[str] = set()
         self.popped: dict[str, np.ndarray] = {}
         self._out: list[QueueInfo] = []
+        by_leaf: dict[str, list[tuple[tuple[object, ...], int, Job]]] = {}
         for job in jobs:
-            self._push_job(job)
+            if job.queue is None:
+                continue
+            self._seq += 1
+            by_leaf.setdefault(job.queue.name, []).append((self._key(job), self._seq, job))
+        for name, entries in by_leaf.items():
+            if self.depth is not None and len(entries) > self.depth:
+                # Only the best `depth` jobs of a queue are tried in this action (KAI's queueDepthPerAction).
+                entries = heapq.nsmallest(self.depth, entries)
+            heapq.heapify(entries)
+            self.leaves[name] = entries
         for name in list(self.leaves):
             self._attach(self.ssn.queues[name])
 
