@@ -10,7 +10,6 @@ from shoal.framework.config import ConfigError, SchedulerConfig
 from shoal.framework.decisions import Decisions, GangExplanation
 from shoal.framework.session import Session
 from shoal.model.snapshot import ClusterSnapshot
-from shoal.model.status import PodStatus
 
 logger = logging.getLogger(__name__)
 

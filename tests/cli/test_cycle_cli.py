@@ -72,7 +72,7 @@ def test_bad_files_give_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFix
                                        message: str) -> None:
     f = tmp_path / "cluster.yaml"
     f.write_text(content)
-    code, out, err = run(capsys, "cycle", str(f))
+    code, _out, err = run(capsys, "cycle", str(f))
     assert code == 2
     assert message in err and str(f) in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -161,7 +161,7 @@ def _queue(q: dict[str, Any]) -> Queue:
 
         def conv(v: Any) -> int:
             v = float(v if v is not None else -1)
-            return -1 if v == -1 else int(round(v * scale))
+            return -1 if v == -1 else round(v * scale)
         return QueueResource(conv(r.get("quota", -1)), conv(r.get("limit", -1)),
                              float(r.get("over_quota_weight", 1)))
 
@@ -181,8 +181,8 @@ def _gpu_request(req: dict[str, Any], override: int | None) -> GpuRequest:
         return GpuRequest(whole=int(override))
     mem = int(req.get("gpu_memory", 0) or 0)
     devices = int(req.get("gpu_fraction_devices", 1) or 1)
-    if "gpu_fraction" in req and req["gpu_fraction"]:
-        portion = int(round(float(req["gpu_fraction"]) * 100)) * 10
+    if req.get("gpu_fraction"):
+        portion = round(float(req["gpu_fraction"]) * 100) * 10
         return GpuRequest(portion_milli=portion, devices=devices, memory_mib=mem)
     if mem:
         return GpuRequest(memory_mib=mem, devices=devices)
