@@ -28,6 +28,8 @@ class _Entry:
     score: np.ndarray
     #: `score` where `ok`, -inf elsewhere: the common case (no extra masks) is a single argmax.
     masked: np.ndarray
+    #: AND of the predicates whose answer never changes with the node's load (see predicates).
+    static_ok: np.ndarray
     #: The predicates / scorers that matter for this kind of task (the others answered None or a
     #: constant the first time, which depends on the task alone), so row refreshes skip them.
     predicates: list[Predicate]
@@ -45,11 +47,16 @@ def task_signature(task: Task) -> tuple[object, ...]:
 def _full(ssn: Session, task: Task) -> _Entry:
     fits_idle, ok = fit_masks(ssn, task, None)
     preds: list[Predicate] = []
+    static: set[Predicate] = ssn.hooks.extra.get("static_predicates", set())
+    static_ok = np.ones(len(ssn.nodes), dtype=bool)
     for pred in ssn.hooks.predicates:
         res = pred(ssn, task, None)
         if res is not None:
             ok = ok & res[0]
-            preds.append(pred)
+            if pred in static:
+                static_ok &= res[0]
+            else:
+                preds.append(pred)
     availability = ssn.hooks.extra.get("availability_score", 0.0)
     score = fits_idle * availability if availability else np.zeros(len(ssn.nodes))
     scorers: list[NodeScorer] = []
@@ -62,11 +69,12 @@ def _full(ssn: Session, task: Task) -> _Entry:
             constant += float(value)
         score = score + value
     masked = np.where(ok, score, -np.inf)
-    return _Entry(ssn.nodes.version.copy(), fits_idle, ok, score, masked, preds, scorers, constant)
+    return _Entry(ssn.nodes.version.copy(), fits_idle, ok, score, masked, static_ok, preds, scorers, constant)
 
 
 def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
     fits_idle, ok = fit_masks(ssn, task, rows)
+    ok = ok & entry.static_ok[rows]
     for pred in entry.predicates:
         res = pred(ssn, task, rows)
         if res is not None:

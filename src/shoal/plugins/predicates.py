@@ -73,6 +73,10 @@ def open_predicates(ssn: Session, args: dict[str, str]) -> None:
         return pick(_pod_affinity_mask(s, task), rows), "pod affinity / anti-affinity not satisfied"
 
     ssn.hooks.predicates.extend([resource_type, gpu_memory_synced, pods, conditions, selectors, pod_affinity])
+    # Answers that depend on the node's labels/conditions only, not on what runs there: a node
+    # that changes (a pod placed) keeps them, so cached answers are not recomputed.
+    ssn.hooks.extra.setdefault("static_predicates", set()).update(
+        {resource_type, gpu_memory_synced, conditions, selectors})
     ssn.hooks.extra["per_task_capacity"] = True
 
 
