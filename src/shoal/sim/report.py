@@ -257,7 +257,8 @@ def plot_wait_cdf(results: list[SimResult], path: Path) -> None:
         ax.set_title(q, fontsize=10)
         ax.set_xlabel("wait (min, log)")
         ax.set_ylabel("fraction of jobs")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # a queue without started jobs has no line
+            ax.legend(fontsize=8)
     fig.suptitle("Wait-time CDF per queue")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
