@@ -9,13 +9,11 @@ import pytest
 from shoal.kube.convert import (
     ConvertError,
     gpu_request,
-    implicit_podgroup,
     node_from,
     pod_from,
     pod_status,
-    podgroup_from,
-    queue_from,
 )
+from shoal.kube.convert_crds import implicit_podgroup, podgroup_from, queue_from
 from shoal.model.pod import GpuRequest
 from shoal.model.status import PodStatus
 

@@ -26,16 +26,12 @@ from shoal.kube.convert import (
     JSON,
     PODGROUP_ANNOTATION,
     ConvertError,
-    implicit_podgroup,
-    implicit_uid,
     meta,
     node_from,
     pod_from,
     pod_requests,
-    podgroup_from,
-    queue_from,
-    topology_from,
 )
+from shoal.kube.convert_crds import implicit_podgroup, implicit_uid, podgroup_from, queue_from, topology_from
 from shoal.model.node import Node
 from shoal.model.pod import GpuRequest, Pod
 from shoal.model.podgroup import PodGroup
