@@ -14,7 +14,7 @@ import numpy as np
 
 from shoal.actions.job_allocation import record_capacity_failure, tasks_to_allocate
 from shoal.framework.job_queue import JobsByQueue
-from shoal.framework.jobs import Job, QueueInfo
+from shoal.framework.jobs import Job, QueueInfo, capacity_request
 from shoal.framework.session import Session
 
 
@@ -33,11 +33,7 @@ class CapacityPruner:
         cached = job.memo.get("next_request")
         if cached is not None and cached[0] == job.version:
             return cached[1]
-        req = np.zeros(3)
-        for t in tasks_to_allocate(job):
-            req[0] += t.pod.gpu_quota_milli
-            req[1] += t.pod.cpu_milli
-            req[2] += t.pod.memory
+        req = capacity_request(tasks_to_allocate(job))
         job.memo["next_request"] = (job.version, req)
         return req
 

@@ -3,11 +3,9 @@ lower priority. A non-preemptible preemptor may only use its queue's quota (ever
 
 from __future__ import annotations
 
-import numpy as np
-
 from shoal.actions.job_allocation import tasks_to_allocate
 from shoal.actions.preemption import candidate_victims, combine, run_preemptors
-from shoal.framework.jobs import Job
+from shoal.framework.jobs import Job, capacity_request
 from shoal.framework.session import Session
 
 
@@ -16,15 +14,7 @@ def within_quota(job: Job) -> bool:
     every ancestor (always true for preemptible jobs)."""
     if job.preemptible or job.queue is None:
         return True
-    req = np.zeros(3)
-    for t in tasks_to_allocate(job, real=False):
-        req += np.array([t.pod.gpu_quota_milli, t.pod.cpu_milli, t.pod.memory], dtype=np.float64)
-    for q in job.queue.ancestors():
-        for r in range(3):
-            d = q.deserved[r]
-            if d != -1 and req[r] != 0 and d < q.allocated_np[r] + req[r]:
-                return False
-    return True
+    return job.queue.over_nonpreemptible_quota(capacity_request(tasks_to_allocate(job, real=False))) is None
 
 
 def run(ssn: Session) -> None:

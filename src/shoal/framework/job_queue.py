@@ -207,17 +207,10 @@ def job_request(job: Job) -> np.ndarray:
     cached = job.memo.get("request")
     if cached is not None and cached[0] == job.version:
         return cached[1]
-    gpu = cpu = mem = 0.0
+    out = np.zeros(3)
     for t in job.tasks:
         if t.status == PodStatus.PENDING:
-            p = t.pod
-            if p.gpu.is_gpu_memory:
-                gpu += p.gpu.devices * p.gpu.memory_mib / 100 * 1000
-            else:
-                gpu += p.gpu_quota_milli
-            cpu += p.cpu_milli
-            mem += p.memory
-    out = np.array([gpu, cpu, mem])
+            out += t.request_quota()
     job.memo["request"] = (job.version, out)
     return out
 

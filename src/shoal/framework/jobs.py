@@ -59,6 +59,18 @@ class Task:
         return gpu, float(p.cpu_milli), float(p.memory)
 
 
+def capacity_request(tasks: list[Task]) -> np.ndarray:
+    """What placing `tasks` asks of their queue for KAI's capacity checks (limits, quota):
+    GPU quota (milli; GPU memory counts 0), CPU milli, memory bytes."""
+    gpu = cpu = mem = 0.0
+    for t in tasks:
+        p = t.pod
+        gpu += p.gpu_quota_milli
+        cpu += p.cpu_milli
+        mem += p.memory
+    return np.array([gpu, cpu, mem])
+
+
 @dataclass(slots=True)
 class PodSet:
     spec: PodSetSpec
@@ -186,6 +198,16 @@ class QueueInfo:
             out.append(q)
             q = q.parent
         return out
+
+    def over_nonpreemptible_quota(self, req: np.ndarray) -> tuple[QueueInfo, int] | None:
+        """The first queue (this one, then ancestors) and resource whose quota non-preemptible
+        work would pass with `req` added (KAI: A_np + req > deserved), or None."""
+        for q in self.ancestors():
+            for r in range(3):
+                d = q.deserved[r]
+                if d != -1 and req[r] != 0 and d < q.allocated_np[r] + req[r]:
+                    return q, r
+        return None
 
     def allocatable_share(self) -> np.ndarray:
         out = np.empty(3)

@@ -147,7 +147,3 @@ class NodeState:
     def whole_free(self, i: int) -> tuple[int, int]:
         """(idle, releasing) whole devices on node i."""
         return int(self.idle[i, GPU_COL]) // MILLI, int(self.releasing[i, GPU_COL]) // MILLI
-
-    def snapshot_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Copies of (idle, releasing, used), for tests of exact rollback."""
-        return self.idle.copy(), self.releasing.copy(), self.used.copy()

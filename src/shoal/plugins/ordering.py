@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shoal.framework.jobs import Job, Task
+from shoal.framework.jobs import Task
 from shoal.framework.session import Session
 
 KUBEFLOW_ROLE = "training.kubeflow.org/job-role"
@@ -42,6 +42,3 @@ def open_taskorder(ssn: Session, args: dict[str, str]) -> None:
         return (0, -p.task_priority)
     ssn.hooks.task_keys.append(key)
 
-
-def job_sort_key(ssn: Session, job: Job) -> tuple[object, ...]:
-    return ssn.job_key(job)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.framework.jobs import QUEUE_COLUMNS, Job, QueueInfo, Task
+from shoal.framework.jobs import QUEUE_COLUMNS, Job, QueueInfo, Task, capacity_request
 from shoal.framework.session import Session
 from shoal.model.resources import MILLI
 from shoal.model.status import PodStatus
@@ -88,10 +88,7 @@ def job_over_capacity(ssn: Session, job: Job, tasks: list[Task]) -> str | None:
     """OverLimit / NonPreemptibleOverQuota for the tasks about to be placed, or None."""
     if job.queue is None:
         return None
-    req = np.zeros(3)
-    for t in tasks:
-        req += np.array([t.pod.gpu_quota_milli, t.pod.cpu_milli, t.pod.memory], dtype=np.float64)
-    return _check(job, req)
+    return _check(job, capacity_request(tasks))
 
 
 def task_over_capacity(ssn: Session, task: Task, node: int) -> str | None:
@@ -119,14 +116,13 @@ def _check(job: Job, req: np.ndarray) -> str | None:
                 return (f"OverLimit: queue {q.name} would exceed its {QUEUE_COLUMNS[r]} limit "
                         f"({_fmt(r, q.allocated[r] + req[r])} > {_fmt(r, lim)})")
     if not job.preemptible:
-        for q in job.queue.ancestors():
-            for r in range(3):
-                d = q.deserved[r]
-                if d != -1 and req[r] != 0 and d < q.allocated_np[r] + req[r]:
-                    job.capacity_block = (q.name, r, "quota", float(req[r]))
-                    return (f"NonPreemptibleOverQuota: non-preemptible job would take queue {q.name} over "
-                            f"its {QUEUE_COLUMNS[r]} quota ({_fmt(r, q.allocated_np[r] + req[r])} > "
-                            f"{_fmt(r, d)})")
+        over = job.queue.over_nonpreemptible_quota(req)
+        if over is not None:
+            q, r = over
+            job.capacity_block = (q.name, r, "quota", float(req[r]))
+            return (f"NonPreemptibleOverQuota: non-preemptible job would take queue {q.name} over "
+                    f"its {QUEUE_COLUMNS[r]} quota ({_fmt(r, q.allocated_np[r] + req[r])} > "
+                    f"{_fmt(r, q.deserved[r])})")
     return None
 
 
