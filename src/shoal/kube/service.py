@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 
 from shoal.cycle import close_session, open_session, run_actions
 from shoal.framework.config import SchedulerConfig
+from shoal.framework.podmix import PodMixTracker, with_mix
 from shoal.framework.session import Session
 from shoal.kube.applier import Applier, ApplyStats
-from shoal.kube.cache import ClusterCache
+from shoal.kube.cache import OTHER_JOB, ClusterCache
 from shoal.kube.client import (
     JSON,
     NODES,
@@ -39,6 +40,7 @@ from shoal.kube.grouper import PodGrouper
 from shoal.kube.informer import Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
+from shoal.model.snapshot import ClusterSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +90,7 @@ class SchedulerService:
         self.cycles = 0
         self._queue_status: dict[str, JSON] = {}
         self._queue_status_at = 0.0
+        self.mix_feed = PodMixFeed() if options.config.has_plugin("fragaware") else None
 
     def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         self.cache.on_pod(kind, old, new)
@@ -161,7 +164,8 @@ class SchedulerService:
         evictions are sent while the next action runs (KAI also binds at each statement commit)."""
         snapshot = self.cache.snapshot()
         t0 = time.perf_counter()
-        ssn = await asyncio.to_thread(open_session, snapshot, self.opts.config)
+        config = self.opts.config if self.mix_feed is None else self.mix_feed.config(snapshot, self.opts.config)
+        ssn = await asyncio.to_thread(open_session, snapshot, config)
         stats = ApplyStats()
         sending: list[asyncio.Task[None]] = []
         sent_binds = sent_evictions = 0
@@ -225,6 +229,35 @@ class SchedulerService:
         self.applier.written = {k: v for k, v in self.applier.written.items()
                                 if k in live or k.startswith("problem:")}
         self.applier.evicting &= set(self.cache.refs)
+
+
+class PodMixFeed:
+    """The live ``fragaware`` pod mix: a :class:`PodMixTracker` fed with every pod of this scheduler
+    the first time a snapshot shows it (pending or already running), at the snapshot's time; each
+    cycle's config carries ``tracker.mix(now)`` (docs/fragaware.md). The core stays clock-free:
+    the time comes from the snapshot."""
+
+    def __init__(self, tracker: PodMixTracker | None = None) -> None:
+        self.tracker = tracker or PodMixTracker()
+        self._seen: set[str] = set()
+
+    def config(self, snapshot: ClusterSnapshot, base: SchedulerConfig) -> SchedulerConfig:
+        """``base`` with the fragaware ``mix`` argument after observing the snapshot's new pods."""
+        plugin = base.plugin("fragaware")
+        if plugin is not None:
+            self.tracker.model_label = plugin.arguments.get("modelLabel", self.tracker.model_label)
+        # Fractions given as GPU memory become a share of the cluster's largest device (the plugin's rule).
+        self.tracker.device_memory_mib = max((n.gpu_memory_mib for n in snapshot.nodes),
+                                             default=self.tracker.device_memory_mib)
+        live: set[str] = set()
+        for pod in snapshot.pods:
+            if pod.job == OTHER_JOB:  # pods of other schedulers are capacity, not our arrivals
+                continue
+            live.add(pod.uid)
+            if pod.uid not in self._seen:
+                self.tracker.observe(pod, snapshot.now)
+        self._seen = live  # forget pods that are gone; a uid is never reused
+        return with_mix(base, self.tracker.mix(snapshot.now))
 
 
 def _resource_list(v: object) -> dict[str, str]:
