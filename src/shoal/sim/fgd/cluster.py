@@ -64,7 +64,8 @@ class Cluster:
         n = len(nodes)
         self.gpu_count: IntArray = np.array([x.gpu for x in nodes], dtype=np.int64)
         self.model: IntArray = np.array([GPU_MODELS.index(x.model) for x in nodes], dtype=np.int64)
-        self.cpu_left: IntArray = np.array([x.cpu_milli for x in nodes], dtype=np.int64)
+        self.cpu_total: IntArray = np.array([x.cpu_milli for x in nodes], dtype=np.int64)
+        self.cpu_left: IntArray = self.cpu_total.copy()
         self.mem_left: IntArray = np.array([x.memory_mib for x in nodes], dtype=np.int64)
         dev = np.arange(MAX_GPUS_PER_NODE)[None, :]
         self.free: IntArray = np.where(dev < self.gpu_count[:, None], MILLI_PER_GPU, 0).astype(np.int64)

@@ -6,7 +6,7 @@ only on that node's state and the pod kind (the runner caches scores per pod kin
 only nodes whose state changed). The runner applies the tie rule (first node in priority order).
 A policy that picks at random instead implements ``pick``. Formulas: reference/traces.md §3.2.
 
-To add a policy (e.g. the core's ``kai-binpack`` or ``fragaware``), write a class with ``name``,
+To add a policy (like the core's ``kai-binpack`` / ``kai-spread`` or ``fragaware``), write a class with ``name``,
 ``score`` and ``pick`` and add a factory to :func:`policy_registry`'s dict.
 """
 
@@ -167,6 +167,7 @@ def policy_registry() -> dict[str, PolicyFactory]:
     from shoal.sim.fgd.fgd_policy import FgdPolicy  # local: fgd_policy imports this module
     from shoal.sim.fgd.fragaware_policy import FragAwarePolicy
     from shoal.sim.fgd.kai_binpack_policy import KaiBinpackPolicy
+    from shoal.sim.fgd.kai_spread_policy import KaiSpreadPolicy
 
     return {
         "random": lambda typical, rng: RandomPolicy(rng),
@@ -176,6 +177,7 @@ def policy_registry() -> dict[str, PolicyFactory]:
         "bestfit": lambda typical, rng: BestFitPolicy(),
         "fgd": lambda typical, rng: FgdPolicy(typical),
         "kai-binpack": lambda typical, rng: KaiBinpackPolicy(),
+        "kai-spread": lambda typical, rng: KaiSpreadPolicy(),
         "fragaware": lambda typical, rng: FragAwarePolicy(typical),
     }
 

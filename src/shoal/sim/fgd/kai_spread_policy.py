@@ -1,0 +1,61 @@
+"""``kai-spread`` in the FGD replay: KAI's spread placement (kai-spec §3.9, §3.11) on the openb cluster.
+
+KAI's operator turns ``placementStrategy: spread`` into ``nodeplacement{gpu: spread, cpu: spread}``
+plus ``gpuspread`` in place of ``gpupack`` *and* ``gpusharingorder`` (kai-spec §9.1: "gpupack +
+gpusharingorder iff GPU binpack, else gpuspread"), so no node bonus for a partly used GPU:
+
+* node: the core's ``nodeplacement`` spread term, ``free whole GPUs / GPU count`` for GPU pods
+  (shared devices are not free) and ``free CPU / allocatable CPU`` for CPU-only pods, emptiest
+  node first, ties by node name (the runner's first maximum);
+* device: ``gpuspread`` orders a whole free GPU first (score 1), then the fitting shared GPU with
+  the least used (score ``1 - used/M``); equal scores keep the lowest index.
+
+The scores are the core's float quotients (``shoal.plugins.scoring.open_nodeplacement``); their
+IEEE-754 bit patterns, read as int64, order exactly as the floats do for non-negative values, so
+the runner's integer argmax ranks nodes as the core would, with no rounding that could merge two
+different quotients.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.sim.fgd.policies import _DeterministicPolicy
+from shoal.sim.openb import MILLI_PER_GPU
+
+
+def ordered_bits(values: np.ndarray) -> IntArray:
+    """Order-preserving int64 keys of non-negative float64 values (their bit patterns)."""
+    as_float = np.ascontiguousarray(values, dtype=np.float64)
+    if as_float.size and float(as_float.min()) < 0.0:
+        raise ValueError("ordered_bits: negative score")
+    keys: IntArray = (as_float + 0.0).view(np.int64)  # + 0.0 turns -0.0 into 0.0
+    return keys
+
+
+def spread_device(cluster: Cluster, idx: IntArray, kind: PodKind) -> IntArray:
+    """For 1-GPU pods: a whole free GPU, else the fitting GPU with the most free milli; lowest
+    index on ties (``gpuspread``). -1 for other pods."""
+    if kind.num_gpu != 1:
+        return np.full(len(idx), -1, dtype=np.int64)
+    free = cluster.free[idx]
+    device: IntArray = np.argmax(np.where(free >= kind.gpu_milli, free, -1), axis=1).astype(np.int64)
+    return device
+
+
+class KaiSpreadPolicy(_DeterministicPolicy):
+    """KAI's nodeplacement spread + gpuspread (no gpusharingorder under spread)."""
+
+    name = "kai-spread"
+
+    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
+        dev = spread_device(cluster, idx, kind)
+        if kind.num_gpu == 0:
+            total = cluster.cpu_total[idx].astype(np.float64)
+            share = np.where(total > 0, cluster.cpu_left[idx] / np.where(total > 0, total, 1.0), 0.0)
+            return ordered_bits(share), dev
+        count = cluster.gpu_count[idx].astype(np.float64)
+        whole_free = (cluster.free[idx] == MILLI_PER_GPU).sum(axis=1)
+        share = np.where(count > 0, whole_free / np.where(count > 0, count, 1.0), 0.0)
+        return ordered_bits(share), dev
