@@ -19,7 +19,7 @@ import argparse
 import time
 from dataclasses import dataclass, field
 
-from shoal.cycle import run_cycle
+from shoal.cycle import paused_gc, run_cycle
 from shoal.framework.config import SchedulerConfig
 from shoal.model import (
     ClusterSnapshot,
@@ -127,23 +127,27 @@ def run(period: float, actions: tuple[str, ...], scale: float, max_cycles: int, 
             snap.podgroups.append(g.pg)
             snap.pods.extend(g.pods)
         t0, c0 = time.perf_counter(), time.process_time()
-        result = run_cycle(snap, config)
+        with paused_gc():  # as the simulator and the service run cycles
+            result = run_cycle(snap, config)
+            decisions = result.decisions
+            result.release()  # freeing the session is part of the cycle's cost
+            del result
         dt = time.perf_counter() - t0
         cpu_time += time.process_time() - c0
         sched_time += dt
         cycle_times.append(dt)
-        for b in result.decisions.binds:
+        for b in decisions.binds:
             g = by_uid[b.job]
             pod = next(p for p in g.pods if p.uid == b.pod)
             pod.status, pod.node = PodStatus.RUNNING, b.node
             g.racks.add(rack_of[b.node])
-        for e in result.decisions.evictions:
+        for e in decisions.evictions:
             g = by_uid[e.job]
             for pod in g.pods:
                 if pod.uid == e.pod:
                     pod.status, pod.node = PodStatus.PENDING, None
             g.placed_at, g.finish_at = None, None
-        for uid in {b.job for b in result.decisions.binds}:
+        for uid in {b.job for b in decisions.binds}:
             g = by_uid[uid]
             if g.placed_at is None and all(p.status == PodStatus.RUNNING for p in g.pods):
                 g.placed_at, g.finish_at = now, now + g.runtime

@@ -155,22 +155,26 @@ class Session:
         # Orphans (parent missing) are dropped with their subtree, like KAI.
         valid: dict[str, QueueInfo] = {}
 
-        def is_valid(name: str, seen: frozenset[str] = frozenset()) -> bool:
-            q = infos[name].spec
-            if not q.parent:
-                return True
-            if q.parent not in infos or q.parent in seen or q.parent == name:
-                return False
-            return is_valid(q.parent, seen | {name})
-
         for name, info in infos.items():
-            if is_valid(name):
+            if self._chain_is_valid(infos, name):
                 valid[name] = info
         for info in valid.values():
             if info.spec.parent:
                 info.parent = valid[info.spec.parent]
                 info.parent.children.append(info)
         return valid
+
+    @staticmethod
+    def _chain_is_valid(infos: dict[str, QueueInfo], name: str) -> bool:
+        """Every ancestor of queue `name` exists and the chain has no loop."""
+        seen = {name}
+        parent = infos[name].spec.parent
+        while parent:
+            if parent not in infos or parent in seen:
+                return False
+            seen.add(parent)
+            parent = infos[parent].spec.parent
+        return True
 
     def _build_jobs(self, snapshot: ClusterSnapshot) -> None:
         for pg in snapshot.podgroups:
@@ -358,6 +362,21 @@ class Session:
             job.tasks.sort(key=lambda t: t.order_key)
             for ps in job.pod_sets.values():
                 ps.tasks.sort(key=lambda t: t.order_key)
+
+    def release(self) -> None:
+        """Break the session's reference cycles (task <-> job <-> pod set, queue parent <-> child,
+        plugin hooks) so that dropping it frees everything by reference counting, without waiting
+        for a full garbage collection. The session must not be used afterwards; decisions stay valid."""
+        for job in self.jobs.values():
+            for task in job.tasks:
+                task.job = None  # type: ignore[assignment]
+                task.pod_set = None  # type: ignore[assignment]
+            job.tasks = []
+            job.pod_sets = {}
+        for queue in self.queues.values():
+            queue.parent = None
+            queue.children = []
+        self.hooks = Hooks()
 
     def cluster_total(self) -> np.ndarray:
         """Queue-accounting capacity of ready nodes (GPU incl. MIG slices), minus other schedulers."""
