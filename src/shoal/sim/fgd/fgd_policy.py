@@ -10,13 +10,16 @@ scored too (only CPU changes).
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
-from shoal.policy.fragmentation import FloatArray, TypicalPods, fgd_score, node_fragment
+from shoal.policy.fragmentation import FloatArray, TypicalPods, fgd_score
 from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.sim.fgd.fragment_memo import FragmentMemo, distinct_states
 from shoal.sim.fgd.policies import _DeterministicPolicy
-from shoal.sim.openb import MILLI_PER_GPU
+from shoal.sim.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
 
-_DEDUP_FROM = 200  # batch size from which deduplicating node states pays off
+_DEDUP_FROM = 64  # batch size from which scoring distinct node states only pays off
+_LOWER_INDEX = np.tri(MAX_GPUS_PER_NODE, k=-1, dtype=bool).T[None]  # [1, j, d]: j < d
 
 
 class FgdPolicy(_DeterministicPolicy):
@@ -26,27 +29,32 @@ class FgdPolicy(_DeterministicPolicy):
 
     def __init__(self, typical: TypicalPods) -> None:
         self._typical = typical
+        self._memo = FragmentMemo(typical)
 
     def _frag(self, free: IntArray, cpu_left: IntArray, model: IntArray) -> FloatArray:
-        if len(free) < _DEDUP_FROM:
-            return node_fragment(free, cpu_left, model, self._typical)
-        # Large batches (a pod kind's first appearance) repeat few distinct node states.
-        states = np.column_stack([model, cpu_left, free])
-        uniq, inverse = np.unique(states, axis=0, return_inverse=True)
-        frag = node_fragment(uniq[:, 2:], uniq[:, 1], uniq[:, 0], self._typical)
-        out: FloatArray = frag[inverse.reshape(-1)]
-        return out
+        return self._memo.fragment(free, cpu_left, model)
 
     def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
         free = cluster.free[idx]
         cpu = cluster.cpu_left[idx]
         model = cluster.model[idx]
+        if len(idx) < _DEDUP_FROM:
+            return self._score_states(free, cpu, model, kind)
+        # A kind's first batch holds every node, mostly in a few identical states: score each
+        # exact (model, CPU, free row) once; score and device are functions of that state.
+        reps, inverse = distinct_states(free, cpu, model)
+        scores, dev = self._score_states(free[reps], cpu[reps], model[reps], kind)
+        return scores[inverse], dev[inverse]
+
+    def _score_states(
+        self, free: IntArray, cpu: IntArray, model: IntArray, kind: PodKind
+    ) -> tuple[IntArray, IntArray]:
         cpu_after = cpu - kind.cpu_score
         if kind.fractional:
             return self._score_fractional(free, cpu, cpu_after, model, kind)
         if kind.num_gpu == 0:
             after = free
-            dev = np.full(len(idx), -1, dtype=np.int64)
+            dev = np.full(len(free), -1, dtype=np.int64)
         else:
             whole = free == MILLI_PER_GPU
             take = whole & (np.cumsum(whole, axis=1) <= kind.num_gpu)
@@ -55,7 +63,7 @@ class FgdPolicy(_DeterministicPolicy):
         frag = self._frag(
             np.concatenate([free, after]), np.concatenate([cpu, cpu_after]), np.concatenate([model, model])
         )
-        n = len(idx)
+        n = len(free)
         return fgd_score(frag[:n], frag[n:]), dev
 
     def _score_fractional(
@@ -65,8 +73,7 @@ class FgdPolicy(_DeterministicPolicy):
         # device's gives the same multiset after placement, hence the same score: skip it (the
         # chosen GPU is the lowest index reaching the best score either way).
         fits = free >= kind.gpu_milli
-        lower = np.tri(free.shape[1], k=-1, dtype=bool).T  # lower[j, d] = j < d
-        repeated = ((free[:, :, None] == free[:, None, :]) & lower[None]).any(axis=1)
+        repeated = ((free[:, :, None] == free[:, None, :]) & _LOWER_INDEX).any(axis=1)
         node_i, dev_i = np.nonzero(fits & ~repeated)
         after = free[node_i]
         after[np.arange(len(node_i)), dev_i] -= kind.gpu_milli
@@ -77,11 +84,21 @@ class FgdPolicy(_DeterministicPolicy):
             np.concatenate([model, model[node_i]]),
         )
         cand = fgd_score(frag[:n][node_i], frag[n:])
+        if n == 1:  # the common case (one node changed since the kind's last pod): no grouping
+            k = int(np.argmax(cand))  # first maximum = lowest device reaching the best
+            return cand[k : k + 1], dev_i[k : k + 1]
         # Every feasible node has at least one candidate and candidates come grouped by node.
-        starts = np.flatnonzero(np.diff(node_i, prepend=-1))
+        starts = np.flatnonzero(_group_starts(node_i))
         best: IntArray = np.maximum.reduceat(cand, starts)
         reach = np.flatnonzero(cand == best[node_i])
-        first = reach[np.diff(node_i[reach], prepend=-1) != 0]  # lowest device reaching the best
+        first = reach[_group_starts(node_i[reach])]  # lowest device reaching the best
         dev = np.full(n, -1, dtype=np.int64)
         dev[node_i[first]] = dev_i[first]
         return best, dev
+
+
+def _group_starts(sorted_ids: IntArray) -> npt.NDArray[np.bool_]:
+    """True where a run of equal ids starts (``np.diff(prepend=...) != 0`` without its overhead)."""
+    starts = np.ones(len(sorted_ids), dtype=bool)
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=starts[1:])
+    return starts
