@@ -1,7 +1,7 @@
 """Benchmark of the FGD experiment: CPU seconds of one seed of each policy (one core, loading
 excluded) on `default` and on the slowest workload, and optionally the wall time of the grid.
 
-    python bench/bench_fgd.py [--seeds 42-44] [--rng go] [--workloads default,gpuspec33]
+    python bench/bench_fgd.py [--seeds 42-44] [--rng go] [--workloads default,gpuspec33,gpushare80]
                               [--policies fgd,bestfit] [--scan] [--grid] [--jobs 2] [--traces DIR]
 
 `--scan` first times one seed of `fgd` (the slowest policy) on every workload and adds the
@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-44"))
     parser.add_argument("--rng", choices=("go", "py"), default="go")
-    parser.add_argument("--workloads", default="default,gpuspec33",
-                        help="comma-separated (default: default and gpuspec33, the slowest we measured)")
+    parser.add_argument("--workloads", default="default,gpuspec33,gpushare80",
+                        help="comma-separated (default: default and the slowest for fgd before / after the memo)")
     parser.add_argument("--policies", default=",".join(BENCH_POLICIES))
     parser.add_argument("--scan", action="store_true", help="find the slowest workload for fgd and add it")
     parser.add_argument("--grid", action="store_true", help="also time the whole grid (paper policies)")
