@@ -25,7 +25,7 @@ from shoal.sim.openb import default_traces_dir
 
 BAR_SECONDS = 1.0
 BENCH_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", "kai-binpack", "kai-spread",
-                  "fragaware")
+                  "kai-spread-sharing", "fragaware")
 
 
 def slowest_workload(traces: Path, policy: str, seed: int, rng: str) -> str:

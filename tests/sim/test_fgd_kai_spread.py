@@ -71,6 +71,19 @@ def test_spread_picks_the_emptiest_where_binpack_picks_the_fullest(
     assert placements("kai-spread", nodes, pods) == spread
 
 
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        # The +1000 sends the second half pod to a's shared GPU node; gpuspread still takes a whole GPU.
+        pytest.param([gpu_pod(500), gpu_pod(500)], [("a", 0), ("a", 1)], id="shared pods: the bonus wins"),
+        pytest.param([gpu_pod(500), gpu_pod(600)], [("a", 0), ("b", 0)], id="no fitting shared GPU: spread"),
+        pytest.param([gpu_pod(), gpu_pod()], [("a", 0), ("b", 0)], id="whole GPUs: spread"),
+    ],
+)
+def test_spread_with_gpusharingorder(pods: list[OpenbPod], expected: list[tuple[str, int]]) -> None:
+    assert placements("kai-spread-sharing", [node("a", 2), node("b", 2)], pods) == expected
+
+
 def test_multi_gpu_pod_goes_to_the_emptiest_node_that_fits() -> None:
     nodes = [node("a", 8), node("b", 4), node("c", 4)]
     pods = [gpu_pod(), gpu_pod(1000, 4), gpu_pod(1000, 4)]

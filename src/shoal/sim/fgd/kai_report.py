@@ -1,9 +1,9 @@
 """The core's own placement (``kai-binpack``, ``kai-spread``) against the FGD paper's policies.
 
-Reads a ``shoal fgd --grid --policy kai-binpack,kai-spread --json`` file and the authors'
-published per-seed table, and prints the Markdown table of docs/fgd.md: per workload, the mean
-over seeds 42-51 of the unallocated GPU % at 100% arrival for published Random, BestFit and FGD
-(the authors' per-seed values) and for our two KAI placements.
+Reads a ``shoal fgd --grid --policy kai-binpack,kai-spread,kai-spread-sharing --json`` file and
+the authors' published per-seed table, and prints the Markdown table of docs/fgd.md: per workload,
+the mean over seeds 42-51 of the unallocated GPU % at 100% arrival for published Random, BestFit
+and FGD (the authors' per-seed values) and for our KAI placements.
 
     python -m shoal.sim.fgd.kai_report docs/data/fgd-kai-grid.json [--traces DIR]
 """
@@ -23,7 +23,7 @@ from shoal.sim.openb import default_traces_dir
 
 SEEDS = range(42, 52)
 COLUMNS = (("random", "Random (published)"), ("bestfit", "BestFit (published)"), ("fgd", "FGD (published)"),
-           ("kai-binpack", "kai-binpack"), ("kai-spread", "kai-spread"))
+           ("kai-binpack", "kai-binpack"), ("kai-spread", "kai-spread"), ("kai-spread-sharing", "kai-spread-sharing"))
 
 
 def table_rows(cells: list[dict[str, Any]], traces: Path) -> dict[str, list[float]]:

@@ -14,6 +14,9 @@ The scores are the core's float quotients (``shoal.plugins.scoring.open_nodeplac
 IEEE-754 bit patterns, read as int64, order exactly as the floats do for non-negative values, so
 the runner's integer argmax ranks nodes as the core would, with no rounding that could merge two
 different quotients.
+
+``kai-spread-sharing`` keeps ``gpusharingorder`` next to spread, as shoal's simulator config does
+for ``placementStrategy: spread`` (see :class:`KaiSpreadPolicy`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import numpy as np
 from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
 from shoal.sim.fgd.policies import _DeterministicPolicy
 from shoal.sim.openb import MILLI_PER_GPU
+
+_SHARING_BONUS = 1000.0  # gpusharingorder (kai-spec §3.9)
 
 
 def ordered_bits(values: np.ndarray) -> IntArray:
@@ -45,9 +50,20 @@ def spread_device(cluster: Cluster, idx: IntArray, kind: PodKind) -> IntArray:
 
 
 class KaiSpreadPolicy(_DeterministicPolicy):
-    """KAI's nodeplacement spread + gpuspread (no gpusharingorder under spread)."""
+    """KAI's nodeplacement spread + gpuspread; ``sharing_bonus`` adds gpusharingorder back.
+
+    Without the bonus this is KAI's operator under ``placementStrategy: spread``. With it, it is
+    what shoal's simulator config builds for ``placementStrategy: spread``
+    (``shoal.sim.schedconf`` swaps gpupack for gpuspread but keeps gpusharingorder): +1000 for a
+    shared pod on a node with a partly used GPU it fits, far above every spread share (<= 1).
+    """
 
     name = "kai-spread"
+
+    def __init__(self, sharing_bonus: bool = False) -> None:
+        self._sharing_bonus = sharing_bonus
+        if sharing_bonus:
+            self.name = "kai-spread-sharing"
 
     def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
         dev = spread_device(cluster, idx, kind)
@@ -55,7 +71,11 @@ class KaiSpreadPolicy(_DeterministicPolicy):
             total = cluster.cpu_total[idx].astype(np.float64)
             share = np.where(total > 0, cluster.cpu_left[idx] / np.where(total > 0, total, 1.0), 0.0)
             return ordered_bits(share), dev
+        free = cluster.free[idx]
         count = cluster.gpu_count[idx].astype(np.float64)
-        whole_free = (cluster.free[idx] == MILLI_PER_GPU).sum(axis=1)
+        whole_free = (free == MILLI_PER_GPU).sum(axis=1)
         share = np.where(count > 0, whole_free / np.where(count > 0, count, 1.0), 0.0)
+        if self._sharing_bonus and kind.fractional:
+            shared_fit = ((free >= kind.gpu_milli) & (free < MILLI_PER_GPU)).any(axis=1)
+            share = share + _SHARING_BONUS * shared_fit  # shares k/count (count <= 8) stay distinct
         return ordered_bits(share), dev

@@ -178,6 +178,7 @@ def policy_registry() -> dict[str, PolicyFactory]:
         "fgd": lambda typical, rng: FgdPolicy(typical),
         "kai-binpack": lambda typical, rng: KaiBinpackPolicy(),
         "kai-spread": lambda typical, rng: KaiSpreadPolicy(),
+        "kai-spread-sharing": lambda typical, rng: KaiSpreadPolicy(sharing_bonus=True),
         "fragaware": lambda typical, rng: FragAwarePolicy(typical),
     }
 
