@@ -15,7 +15,9 @@ from shoal.policy.fragaware import (
     encode_mix,
     fragment,
     growth,
+    lookahead_fragment,
     parse_mix,
+    place_each,
     placement_score,
     state_measure,
     typical_from_mix,
@@ -149,3 +151,37 @@ def test_fused_measure_equals_its_parts() -> None:
             + 0.25 * capacity_waste(s.free, s.cpu_left, s.model, mix))
     assert np.allclose(state_measure(s, mix, w), want)
     assert np.allclose(fragment(s.free, s.cpu_left, s.model, mix), node_fragment(s.free, s.cpu_left, s.model, mix))
+
+
+@pytest.mark.parametrize(
+    ("weights", "winner"),
+    [
+        pytest.param(FragAwareWeights(order=0.0, fit=0.0, cpu=-0.3), 1, id="cpu < 0: the node with more CPU left"),
+        pytest.param(FragAwareWeights(order=0.0, fit=0.0, cpu=0.3), 0, id="cpu > 0: CPU best fit"),
+        pytest.param(FragAwareWeights(order=0.0, fit=0.0, cpu=0.0, used=1.0), 0, id="used-first: the used node"),
+        pytest.param(FragAwareWeights(order=1.0, fit=0.0, cpu=0.0, used=0.0), 1, id="node order alone"),
+    ],
+)
+def test_cpu_and_used_first_terms(weights: FragAwareWeights, winner: int) -> None:
+    # Node 0: half its GPUs used, 20 cores left; node 1: idle, 90 cores, earlier in the order.
+    before = states([[1000, 1000, 0, 0], [1000, 1000, 1000, 1000]], [20_000, 90_000])
+    before = NodeStates(before.free, before.cpu_left, before.model, np.array([4, 4], dtype=I))
+    after = NodeStates(np.array([[0, 1000, 0, 0], [0, 1000, 1000, 1000]], dtype=I), before.cpu_left - 1000,
+                       before.model, before.gpu_count)
+    whole = typical_from_mix([MixEntry(1000, 1000, 1, (), 1.0)], ["G"])
+    assert np.allclose(growth(before, after, whole, weights), 0.0)  # equal fragment: only the terms decide
+    score = placement_score(before, after, np.array([0.5, 0.0]), whole, weights)
+    assert int(np.argmax(score)) == winner
+
+
+def test_place_each_and_lookahead() -> None:
+    mix = typical_from_mix([MixEntry(1000, 500, 1, (), 1.0), MixEntry(1000, 1000, 1, (), 1.0)], ["G"])
+    s = states([[500, 1000], [700, 1000]], [10_000, 500])
+    after, cpu, ok = place_each(s, mix)
+    # node 0: the half takes the fullest fitting GPU (500), the whole pod the free one;
+    # node 1 lacks CPU for both: unchanged.
+    assert after.tolist() == [[[0, 1000], [700, 1000]], [[500, 0], [700, 1000]]]
+    assert ok.tolist() == [[True, False], [True, False]] and cpu.tolist() == [[9000, 500], [9000, 500]]
+    # After the next pod node 0 holds one whole GPU (no fragment) or one half GPU (fragment for the
+    # whole pod); node 1 stays as it is: all of it is fragment (no CPU).
+    assert lookahead_fragment(s, mix).tolist() == [125.0, 1700.0]  # 0.5 * 0 + 0.5 * (0.5 * 500)

@@ -177,6 +177,34 @@ def test_with_mix_hands_the_mix_to_the_plugin(config: SchedulerConfig, mix: str,
     assert got is not None and got.arguments == expected
 
 
+@pytest.mark.parametrize(
+    ("mix", "expected"),
+    [
+        pytest.param("1000/500x1=1", {"mix": "1000/500x1=1", "churn": "1"}, id="mix and churn"),
+        pytest.param("", {"churn": "1"}, id="churn without a mix yet"),
+    ],
+)
+def test_with_mix_hands_churn_to_the_plugin(mix: str, expected: dict[str, str]) -> None:
+    got = with_mix(fragaware_config(), mix, churn=True).plugin("fragaware")
+    assert got is not None and got.arguments == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param({}, "a", id="default weights: the node order (a first)"),
+        pytest.param({"churn": "1"}, "b", id="churn: used nodes first, weak order"),
+        pytest.param({"churn": "1", "used": "0", "order": "2"}, "a", id="explicit weights override churn's"),
+    ],
+)
+def test_churn_argument_selects_the_churn_weights(args: dict[str, str], expected: str) -> None:
+    # b has a GPU in use by a whole-GPU pod; a is idle and first in node order. Fragment is equal.
+    w = World(node("a"), node("b"))
+    w.job("running", GpuRequest(whole=1), node="b")
+    w.job("new", GpuRequest(whole=1))
+    assert w.run(fragaware_config({"mix": "2000/1000x1=1", **args}))["new"] == expected
+
+
 def test_with_mix_leaves_configs_without_fragaware_alone() -> None:
     config = SchedulerConfig()
     assert with_mix(config, "1000/500x1=1") is config

@@ -82,3 +82,13 @@ class _NoClient:
 def test_service_feeds_the_mix_only_with_fragaware(config: SchedulerConfig, fed: bool) -> None:
     service = SchedulerService(_NoClient(), ServiceOptions(config=config, leader_elect=False))  # type: ignore[arg-type]
     assert (service.mix_feed is not None) == fed
+
+
+def test_churn_once_a_seen_pod_has_left() -> None:
+    feed = PodMixFeed()
+    a, b = pod("a", GpuRequest(whole=1)), pod("b", GpuRequest(whole=1))
+    first = feed.config(snapshot(0.0, a, b), FRAGAWARE).plugin("fragaware")
+    assert first is not None and "churn" not in first.arguments
+    feed.config(snapshot(1.0, a), FRAGAWARE)  # b has left
+    later = feed.config(snapshot(2.0, a, pod("c", GpuRequest(whole=1))), FRAGAWARE).plugin("fragaware")
+    assert later is not None and later.arguments.get("churn") == "1"  # and stays on

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from shoal.sim.fgd.cluster import Cluster, PodKind
-from shoal.sim.fgd.fragaware_policy import to_int_scores
+from shoal.sim.fgd.fragaware_policy import FragAwarePolicy, to_int_scores
 from shoal.sim.fgd.policies import policy_registry
 from shoal.sim.fgd.runner import simulate
 from shoal.sim.fgd.streams import make_stream
@@ -83,3 +83,10 @@ def test_fragaware_fills_nodes_in_a_stable_order() -> None:
 def test_int_scores_keep_the_float_order() -> None:
     raw = np.array([-3.0, -1e-6, 0.0, 1e-6, 2.5])
     assert np.all(np.diff(to_int_scores(raw)) > 0) and to_int_scores(raw).min() >= 0
+
+
+def test_fragaware_switches_to_churn_weights_on_the_first_departure() -> None:
+    policy = FragAwarePolicy(typical_pods([pod("p")]))
+    assert policy.on_departure() is True  # scores change: the caller must rescore every node
+    assert policy.on_departure() is False  # already switched
+    assert FragAwarePolicy(typical_pods([pod("p")]), churn_weights=None).on_departure() is False

@@ -104,12 +104,14 @@ class PodMixTracker:
         return encode_mix(self.entries(now))
 
 
-def with_mix(config: SchedulerConfig, mix: str, plugin: str = "fragaware") -> SchedulerConfig:
+def with_mix(config: SchedulerConfig, mix: str, plugin: str = "fragaware", churn: bool = False) -> SchedulerConfig:
     """``config`` with the ``fragaware`` plugin's ``mix`` argument set to ``mix`` (the adapter's
-    per-cycle hand-over); unchanged when the plugin is not configured or ``mix`` is empty (the
+    per-cycle hand-over) and, when ``churn`` (the adapter has seen pods leave), ``churn: "1"``.
+    Unchanged when the plugin is not configured, or when ``mix`` is empty and not ``churn`` (the
     plugin then uses the snapshot's pods). Never mutates ``config``."""
-    if not mix or not config.has_plugin(plugin):
+    if (not mix and not churn) or not config.has_plugin(plugin):
         return config
-    plugins = tuple(PluginConfig(p.name, {**p.arguments, "mix": mix}) if p.name == plugin else p
+    extra = ({"mix": mix} if mix else {}) | ({"churn": "1"} if churn else {})
+    plugins = tuple(PluginConfig(p.name, {**p.arguments, **extra}) if p.name == plugin else p
                     for p in config.plugins)
     return replace(config, plugins=plugins)

@@ -234,12 +234,13 @@ class SchedulerService:
 class PodMixFeed:
     """The live ``fragaware`` pod mix: a :class:`PodMixTracker` fed with every pod of this scheduler
     the first time a snapshot shows it (pending or already running), at the snapshot's time; each
-    cycle's config carries ``tracker.mix(now)`` (docs/fragaware.md). The core stays clock-free:
-    the time comes from the snapshot."""
+    cycle's config carries ``tracker.mix(now)``, and ``churn`` once a pod seen before has left
+    (docs/fragaware.md). The core stays clock-free: the time comes from the snapshot."""
 
     def __init__(self, tracker: PodMixTracker | None = None) -> None:
         self.tracker = tracker or PodMixTracker()
         self._seen: set[str] = set()
+        self.churn = False
 
     def config(self, snapshot: ClusterSnapshot, base: SchedulerConfig) -> SchedulerConfig:
         """``base`` with the fragaware ``mix`` argument after observing the snapshot's new pods."""
@@ -256,8 +257,9 @@ class PodMixFeed:
             live.add(pod.uid)
             if pod.uid not in self._seen:
                 self.tracker.observe(pod, snapshot.now)
+        self.churn = self.churn or bool(self._seen - live)
         self._seen = live  # forget pods that are gone; a uid is never reused
-        return with_mix(base, self.tracker.mix(snapshot.now))
+        return with_mix(base, self.tracker.mix(snapshot.now), churn=self.churn)
 
 
 def _resource_list(v: object) -> dict[str, str]:

@@ -9,7 +9,10 @@ pod mix the cluster is likely to see next, plus small best-fit and stable-node-o
   snapshot's own pods (pending and running), counted equally.
 * ``modelLabel`` — node label naming the GPU model (default ``nvidia.com/gpu.product``); mix
   entries restricted to models only count nodes of those models as usable.
-* ``order``, ``fit``, ``fragment``, ``capacity``, ``shortage`` — weights of the packing terms (``FragAwareWeights``).
+* ``churn`` — ``"1"`` once pods have been seen leaving (set by the adapter): the weights start from
+  ``CHURN_WEIGHTS`` (weak node order, used nodes first) instead of ``DEFAULT_WEIGHTS``.
+* ``order``, ``fit``, ``fragment``, ``capacity``, ``shortage``, ``used``, ``cpu``, ``device`` — weights of
+  the terms (``FragAwareWeights``), overriding the base weights.
 
 The score is node-local (a node's answer changes only when the node does), so the node-choice
 cache keeps it; the per-device free-milli matrix is cached here by node version as well. Device
@@ -29,6 +32,7 @@ from shoal.framework.podmix import DEFAULT_MODEL_LABEL, pod_kind
 from shoal.framework.session import Session
 from shoal.model.resources import CPU_COL, GPU_COL, MILLI
 from shoal.policy.fragaware import (
+    CHURN_WEIGHTS,
     DEFAULT_WEIGHTS,
     FragAwareWeights,
     MixEntry,
@@ -77,9 +81,12 @@ def squash(raw: np.ndarray) -> np.ndarray:
     return out
 
 
+_WEIGHT_ARGS = ("order", "fit", "fragment", "capacity", "shortage", "used", "cpu", "device")
+
+
 def _weights(args: dict[str, str]) -> FragAwareWeights:
-    w = DEFAULT_WEIGHTS
-    for key in ("order", "fit", "fragment", "capacity", "shortage"):
+    w = CHURN_WEIGHTS if args.get("churn", "0") not in ("", "0", "false") else DEFAULT_WEIGHTS
+    for key in _WEIGHT_ARGS:
         if key in args:
             try:
                 w = replace(w, **{key: float(args[key])})

@@ -30,6 +30,7 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 MILLI_PER_GPU = 1000
+CPU_UNIT = 100_000  # milli-CPU per unit of the ``cpu`` term (100 cores)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +46,15 @@ class FragAwareWeights:
     device: float = 0.01  # per GPU left free on the device a fractional pod shares
     fresh: float = 0.0  # a fractional pod opening a completely free GPU
     open: float = 0.0  # a GPU pod opening a completely idle node
+    used: float = 0.0  # per share of the node's GPUs that were free before the placement (used-first)
+    cpu: float = -0.3  # per 100 cores left free after the placement (negative: prefer CPU-rich nodes)
+    lookahead: float = 0.0  # per GPU of fragment growth after also placing the next likely pod
 
 
 DEFAULT_WEIGHTS = FragAwareWeights()
+#: Once pods leave: no fixed node order (it keeps sending pods to early nodes while free capacity
+#: reappears all over the cluster), used nodes first instead (docs/fragaware.md, "With departures").
+CHURN_WEIGHTS = FragAwareWeights(order=0.1, used=0.3, cpu=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +103,44 @@ def _measure(s: NodeStates, mix: TypicalPods, weights: FragAwareWeights) -> Floa
         stranded = np.where(access, np.maximum(0.0, total - cpu_left[None, :] * ratio), total)
         per_pod = per_pod + weights.shortage * np.where(gpu_pod, stranded, 0.0)
     out: FloatArray = mix.freq @ per_pod
+    if weights.lookahead:
+        out = out + weights.lookahead * lookahead_fragment(s, mix)
     if weights.capacity:
         out = out + weights.capacity * capacity_waste(free, cpu_left, s.model, mix)
+    return out
+
+
+def place_each(s: NodeStates, mix: TypicalPods) -> tuple[IntArray, IntArray, BoolArray]:
+    """Each node state after placing one pod of each mix kind [M, B, D] / [M, B] (fractions on
+    the fullest fitting device, whole GPUs on the first free ones, CPU-only pods take CPU only)
+    and whether that pod fits [M, B]; where it does not, the state is unchanged."""
+    free = s.free[None, :, :]
+    milli = mix.milli[:, None, None]
+    fits_dev = free >= milli
+    ok = (fits_dev.sum(axis=2) >= mix.count[:, None]) & (mix.cpu_milli[:, None] <= s.cpu_left[None, :])
+    ok &= mix.allowed[:, s.model] | (mix.count == 0)[:, None]
+    frac = ((mix.count == 1) & (mix.milli < MILLI_PER_GPU))[:, None, None]
+    # fractional: the fullest fitting device; whole: the first `count` free devices
+    best = np.argmin(np.where(fits_dev, free, 1 << 40), axis=2)  # [M, B]
+    onehot = np.arange(free.shape[2])[None, None, :] == best[:, :, None]
+    whole = (free == MILLI_PER_GPU) & (np.cumsum(free == MILLI_PER_GPU, axis=2) <= mix.count[:, None, None])
+    take = np.where(frac, onehot * milli, whole * MILLI_PER_GPU)
+    after = np.where(ok[:, :, None], free - take, free)
+    cpu = np.where(ok, s.cpu_left[None, :] - mix.cpu_milli[:, None], s.cpu_left[None, :])
+    return after, cpu, ok
+
+
+def lookahead_fragment(s: NodeStates, mix: TypicalPods) -> FloatArray:
+    """Expected FGD fragment (milli-GPU) of each node state after one more pod drawn from the mix
+    is placed on it where it fits (:func:`place_each`): a state whose likely next pod leaves
+    unusable slivers scores worse than one the next pod would fill exactly."""
+    m, b = len(mix.freq), len(s.cpu_left)
+    if not m or not b:
+        return np.zeros(b, dtype=np.float64)
+    after, cpu, _ = place_each(s, mix)
+    model = np.broadcast_to(s.model[None, :], (m, b)).reshape(-1)
+    f = fragment(after.reshape(m * b, -1), cpu.reshape(-1), model, mix).reshape(m, b)
+    out: FloatArray = mix.freq @ f
     return out
 
 
@@ -204,6 +247,7 @@ def delta_to_score(
     fresh = (whole_after < whole_before) & (used_milli < (whole_before - whole_after) * MILLI_PER_GPU)
     idle = (before.free.sum(axis=1) == before.gpu_count * MILLI_PER_GPU) & (before.gpu_count > 0)
     opens = idle & (used_milli > 0)
+    free_before = before.free.sum(axis=1) / (count * MILLI_PER_GPU)
     out: FloatArray = (
         -delta_gpus
         - weights.order * rank
@@ -211,6 +255,8 @@ def delta_to_score(
         - weights.fresh * fresh
         - weights.open * opens
         - weights.device * device_left
+        - weights.used * free_before
+        - weights.cpu * after.cpu_left / CPU_UNIT
     )
     return out
 

@@ -121,6 +121,10 @@ def run_departures(workload: Workload, durations: dict[str, float], policy_name:
                 last = t
             _release(cluster, node, PodKind.of(arrivals.pods[j]), arrivals.pods[j].memory_mib, list(devices))
             changed.append(node)
+            # A policy that adapts to churn (fragaware) may change its scores on the first departure.
+            notify = getattr(policy, "on_departure", None)
+            if notify is not None and notify():
+                caches.clear()
         if e > start:
             area += cluster.allocated_milli * (now - last)
             last = now

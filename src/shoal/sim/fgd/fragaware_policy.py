@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.policy.fragaware import DEFAULT_WEIGHTS, FragAwareWeights, NodeStates, delta_to_score, growth
+from shoal.policy.fragaware import (
+    CHURN_WEIGHTS,
+    DEFAULT_WEIGHTS,
+    FragAwareWeights,
+    NodeStates,
+    delta_to_score,
+    growth,
+)
 from shoal.policy.fragmentation import FloatArray, TypicalPods
 from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
 from shoal.sim.fgd.policies import _DeterministicPolicy, best_fit_device
@@ -31,12 +38,21 @@ class FragAwarePolicy(_DeterministicPolicy):
     name = "fragaware"
 
     def __init__(self, typical: TypicalPods, weights: FragAwareWeights = DEFAULT_WEIGHTS,
-                 best_fit_device: bool = True) -> None:
+                 best_fit_device: bool = True, churn_weights: FragAwareWeights | None = CHURN_WEIGHTS) -> None:
         self._typical = typical
         self._weights = weights
+        self._churn_weights = churn_weights
         # True: a 1-GPU pod takes the fullest GPU it fits (the core's device order, gpupack);
         # False: every fitting GPU is scored and the node keeps its best.
         self._best_fit_device = best_fit_device
+
+    def on_departure(self) -> bool:
+        """A pod left: from now on score with the churn weights (docs/fragaware.md, "With
+        departures"). True when the weights changed, i.e. every cached node score is stale."""
+        if self._churn_weights is None or self._weights == self._churn_weights:
+            return False
+        self._weights = self._churn_weights
+        return True
 
     def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
         free = cluster.free[idx]
