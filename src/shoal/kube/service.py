@@ -18,8 +18,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from shoal.cycle import close_session, open_session, run_actions
+from shoal.cycle import close_session, open_session, paused_gc, run_actions
 from shoal.framework.config import SchedulerConfig
+from shoal.framework.decisions import Decisions
 from shoal.framework.podmix import PodMixTracker, with_mix
 from shoal.framework.session import Session
 from shoal.kube.applier import Applier, ApplyStats
@@ -165,19 +166,30 @@ class SchedulerService:
         snapshot = self.cache.snapshot()
         t0 = time.perf_counter()
         config = self.opts.config if self.mix_feed is None else self.mix_feed.config(snapshot, self.opts.config)
-        ssn = await asyncio.to_thread(open_session, snapshot, config)
         stats = ApplyStats()
         sending: list[asyncio.Task[None]] = []
         sent_binds = sent_evictions = 0
-        for action in self.opts.config.actions:
-            await asyncio.to_thread(run_actions, ssn, [action])
-            d = ssn.decisions
-            binds, evictions = d.binds[sent_binds:], d.evictions[sent_evictions:]
-            sent_binds, sent_evictions = len(d.binds), len(d.evictions)
-            if (binds or evictions) and self._leading():
-                self.applier.assume(binds)
-                sending.append(asyncio.create_task(self.applier.apply_placements(binds, evictions, stats)))
-        d = await asyncio.to_thread(close_session, ssn)
+        # The session's objects all live until the decisions are made: keep the cyclic collector
+        # from rescanning them meanwhile (shoal.cycle.paused_gc); ssn.release() frees them after.
+        with paused_gc():
+            ssn = await asyncio.to_thread(open_session, snapshot, config)
+            for action in self.opts.config.actions:
+                await asyncio.to_thread(run_actions, ssn, [action])
+                d = ssn.decisions
+                binds, evictions = d.binds[sent_binds:], d.evictions[sent_evictions:]
+                sent_binds, sent_evictions = len(d.binds), len(d.evictions)
+                if (binds or evictions) and self._leading():
+                    self.applier.assume(binds)
+                    sending.append(asyncio.create_task(self.applier.apply_placements(binds, evictions, stats)))
+            d = await asyncio.to_thread(close_session, ssn)
+        try:
+            await self._after_decisions(ssn, d, snapshot, stats, sending, t0)
+        finally:
+            ssn.release()
+
+    async def _after_decisions(self, ssn: Session, d: Decisions, snapshot: ClusterSnapshot, stats: ApplyStats,
+                               sending: list[asyncio.Task[None]], t0: float) -> None:
+        """Metrics, the placements still being sent, PodGroup/Queue status and events."""
         elapsed = time.perf_counter() - t0
         self.metrics.cycle_latency.observe(elapsed)
         self.metrics.cycles.inc()
