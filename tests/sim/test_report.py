@@ -81,6 +81,11 @@ def test_compare_report_has_one_column_per_config(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
     static = data["runs"][1]
     assert static["counters"].get("evicted_gangs", {}).get("reclaim", 0) == 0
+    table = (tmp_path / "queue_waits.md").read_text().splitlines()
+    assert table[0].count("mean / p50 / p90") == 3
+    rows = {line.split(" | ")[0].lstrip("| ") for line in table[2:]}
+    assert {"alpha", "beta", "ALL", "*gangs reclaimed*"} <= rows
+    assert all(line.count("|") == table[0].count("|") for line in table)
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,8 @@ def compare_table(results: list[SimResult]) -> Table:
 
 
 def plot_queue_waits(results: list[SimResult], path: Path) -> None:
-    """Grouped bars: mean and p90 wait (hours) per queue, one bar per configuration."""
+    """Grouped bars: mean and p90 wait per queue, one bar per configuration. Log scale in minutes:
+    waits range from seconds (borrowing) to days (static partitioning); below 0.1 min is drawn at 0.1."""
     queues = [*results[0].queues, "ALL"]
     x = np.arange(len(queues))
     width = 0.8 / len(results)
@@ -70,15 +71,43 @@ def plot_queue_waits(results: list[SimResult], path: Path) -> None:
     for k, stat in enumerate(("mean", "p90")):
         ax = axes[k]
         for i, r in enumerate(results):
-            vals = [(r.summary[q]["wait_censored"][stat] or 0.0) / 3600.0 for q in queues]
+            vals = [max((r.summary[q]["wait_censored"][stat] or 0.0) / 60.0, 0.1) for q in queues]
             ax.bar(x + (i - (len(results) - 1) / 2) * width, vals, width, label=r.config)
-        ax.set_ylabel(f"{stat} wait (h)")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.1)
+        ax.grid(axis="y", which="major", alpha=0.3)
+        ax.set_ylabel(f"{stat} wait (min)")
         ax.legend(fontsize=8)
     axes[-1].set_xticks(x, queues, rotation=30, ha="right", fontsize=8)
     fig.suptitle("Wait time per queue (jobs never started count as waiting until the end)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def markdown_table(results: list[SimResult]) -> str:
+    """Per queue, wait mean / p50 / p90 for each configuration (jobs never started count as waiting
+    until the end of the run, `wait_censored`), then jobs never started, mean GPU allocation and
+    gangs evicted by reclaim. Markdown, for docs and READMEs (`queue_waits.md`)."""
+    queues = [*results[0].queues, "ALL"]
+    quotas = results[0].quotas
+    head = ["queue", "quota", "jobs", *[f"{r.config} mean / p50 / p90" for r in results]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+    for q in queues:
+        quota = quotas.get(q, -1.0)
+        cells = [q, f"{quota:g}" if quota >= 0 else "-", str(results[0].summary[q]["jobs"])]
+        for r in results:
+            w = r.summary[q]["wait_censored"]
+            cells.append(" / ".join(fmt_seconds(w[k]) for k in ("mean", "p50", "p90")))
+        lines.append("| " + " | ".join(cells) + " |")
+    extra: list[tuple[str, list[str]]] = [
+        ("jobs never started", [str(r.summary["ALL"]["unstarted"]) for r in results]),
+        ("GPU allocation (mean)", [f"{headline(r)['allocated_pct']:.1f}%" for r in results]),
+        ("gangs reclaimed", [str((r.counters.get("evicted_gangs") or {}).get("reclaim", 0)) for r in results]),
+    ]
+    for label, cells in extra:
+        lines.append("| " + " | ".join([f"*{label}*", "", "", *cells]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def write_compare(results: list[SimResult], out: Path, console: Console | None = None) -> Path:
@@ -93,6 +122,7 @@ def write_compare(results: list[SimResult], out: Path, console: Console | None =
     images = plots(results, out)
     plot_queue_waits(results, out / "queue_waits.png")
     images.append("queue_waits.png")
+    (out / "queue_waits.md").write_text(markdown_table(results), encoding="utf-8")
     head, rows = _rows(results)
     table = (
         "<table><tr>"
@@ -102,7 +132,9 @@ def write_compare(results: list[SimResult], out: Path, console: Console | None =
         + "</table>"
     )
     tables = [("configurations", table)] + [(f"config {r.config}", _html_table(r)) for r in results]
-    write_index(out, f"shoal simulate compare: {results[0].scenario}", tables, images, ["compare.json"])
+    write_index(
+        out, f"shoal simulate compare: {results[0].scenario}", tables, images, ["compare.json", "queue_waits.md"]
+    )
     if console is not None:
         console.print(compare_table(results))
     return out / "index.html"

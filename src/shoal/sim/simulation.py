@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shoal.cycle import run_cycle
+from shoal.cycle import paused_gc, run_cycle
 from shoal.model import Queue, QueueResource
 from shoal.sim.cluster import SimCluster, SimJob, make_job
 from shoal.sim.engine import ARRIVAL, CYCLE, FINISH, RELEASE, SAMPLE, Engine
@@ -151,10 +151,15 @@ class Simulation:
         self.cluster.changed = False
         self._last_full = now
         t0 = time.process_time()  # CPU time: meaningful on a busy machine too
-        result = run_cycle(self.cluster.snapshot(now, self._usage_snapshot), self.sc.scheduler.core)
+        # A cycle over a large backlog allocates many objects that live until it ends; the cyclic
+        # GC would rescan them again and again (see `paused_gc`). Releasing the session breaks its
+        # reference cycles so it is freed at once; its decisions stay valid.
+        with paused_gc():
+            result = run_cycle(self.cluster.snapshot(now, self._usage_snapshot), self.sc.scheduler.core)
+            self.metrics.fair_share = {name: float(q.fair_share[0]) for name, q in result.session.queues.items()}
+            result.release()
         self._cycle_seconds += time.process_time() - t0
         self.counters["cycles_run"] += 1
-        self.metrics.fair_share = {name: float(q.fair_share[0]) for name, q in result.session.queues.items()}
         started, evicted = self.cluster.apply(result.decisions, now)
         if result.decisions.binds:
             self._record_usage(now)
