@@ -290,6 +290,10 @@ def test_scheduler_config_shortcuts(tmp_path: Path) -> None:
     c = load_config(p)
     names = [pl.name for pl in c.core.plugins]
     assert "gpuspread" in names and "gpupack" not in names and "consolidation" not in c.core.actions
+    assert "gpusharingorder" not in names  # KAI's operator keeps it only under GPU binpack
+    cpu_only = load_config(_write(tmp_path, "cpu.yaml", "placementStrategy: {cpu: spread}\n"))
+    cpu_names = [pl.name for pl in cpu_only.core.plugins]
+    assert "gpupack" in cpu_names and "gpusharingorder" in cpu_names and "consolidation" not in cpu_only.core.actions
     assert c.core.plugin("nodeplacement").arguments["gpu"] == "spread"  # type: ignore[union-attr]
     assert c.core.plugin("proportion").arguments["kValue"] == "0.5"  # type: ignore[union-attr]
     assert (c.usage_half_life, c.usage_window, c.limits_from_quota, c.name) == (7200.0, 604800.0, True, "c")

@@ -4,7 +4,8 @@ SchedulingShard-style shortcuts and the simulator-only settings.
 Keys on top of KAI's (`actions`, `tiers`, `queueDepthPerAction`, ...):
 
 * `placementStrategy: {gpu: binpack|spread, cpu: binpack|spread}` — sets `nodeplacement`'s
-  arguments and swaps `gpupack`/`gpuspread` (and drops consolidation under spread, like KAI's operator);
+  arguments and swaps `gpupack`/`gpuspread` (under GPU spread also drops `gpusharingorder`, and under
+  any spread consolidation, like KAI's operator);
 * `kValue: 1.0` — the proportion plugin's kValue;
 * `usageDBConfig: {usageParams: {halfLifePeriod: 1h, windowSize: 1w}}` — time-based fair share:
   the simulator feeds decayed usage into the snapshot (`shoal.sim.usage`);
@@ -46,6 +47,8 @@ def _placement(core: SchedulerConfig, strategy: dict[str, Any], at: str) -> Sche
     for p in core.plugins:
         if p.name in ("gpupack", "gpuspread"):
             p = PluginConfig("gpuspread" if gpu == "spread" else "gpupack")
+        elif p.name == "gpusharingorder" and gpu == "spread":
+            continue  # KAI's operator: gpupack + gpusharingorder iff GPU binpack, else gpuspread alone
         elif p.name == "nodeplacement":
             p = PluginConfig("nodeplacement", {"gpu": gpu, "cpu": cpu})
         plugins.append(p)

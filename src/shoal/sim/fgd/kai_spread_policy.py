@@ -15,8 +15,8 @@ IEEE-754 bit patterns, read as int64, order exactly as the floats do for non-neg
 the runner's integer argmax ranks nodes as the core would, with no rounding that could merge two
 different quotients.
 
-``kai-spread-sharing`` keeps ``gpusharingorder`` next to spread, as shoal's simulator config does
-for ``placementStrategy: spread`` (see :class:`KaiSpreadPolicy`).
+``kai-spread-sharing`` keeps ``gpusharingorder`` next to spread, which KAI's operator never
+generates (see :class:`KaiSpreadPolicy`).
 """
 
 from __future__ import annotations
@@ -52,10 +52,9 @@ def spread_device(cluster: Cluster, idx: IntArray, kind: PodKind) -> IntArray:
 class KaiSpreadPolicy(_DeterministicPolicy):
     """KAI's nodeplacement spread + gpuspread; ``sharing_bonus`` adds gpusharingorder back.
 
-    Without the bonus this is KAI's operator under ``placementStrategy: spread``. With it, it is
-    what shoal's simulator config builds for ``placementStrategy: spread``
-    (``shoal.sim.schedconf`` swaps gpupack for gpuspread but keeps gpusharingorder): +1000 for a
-    shared pod on a node with a partly used GPU it fits, far above every spread share (<= 1).
+    Without the bonus this is KAI's operator under ``placementStrategy: spread`` (and what
+    ``shoal.sim.schedconf`` builds for it). With it, gpusharingorder is kept next to spread: +1000
+    for a shared pod on a node with a partly used GPU it fits, far above every spread share (<= 1).
     """
 
     name = "kai-spread"
