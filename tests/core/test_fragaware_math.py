@@ -14,11 +14,13 @@ from shoal.policy.fragaware import (
     cpu_shortage,
     encode_mix,
     fragment,
+    gap_levels,
     growth,
     lookahead_fragment,
     parse_mix,
     place_each,
     placement_score,
+    ss_growth,
     state_measure,
     typical_from_mix,
 )
@@ -185,3 +187,29 @@ def test_place_each_and_lookahead() -> None:
     # After the next pod node 0 holds one whole GPU (no fragment) or one half GPU (fragment for the
     # whole pod); node 1 stays as it is: all of it is fragment (no CPU).
     assert lookahead_fragment(s, mix).tolist() == [125.0, 1700.0]  # 0.5 * 0 + 0.5 * (0.5 * 500)
+
+
+SS_MIX = typical_from_mix([MixEntry(1000, 200, 1, (), 1.0), MixEntry(1000, 500, 1, (), 1.0),
+                           MixEntry(1000, 1000, 2, (), 1.0)], ["G"])
+
+
+def test_gap_levels_count_the_fractional_sizes_that_fit() -> None:
+    levels = gap_levels(SS_MIX)  # fractional sizes 200 and 500; the 2-GPU pod is not fractional
+    assert [int(levels[h]) for h in (0, 199, 200, 499, 500, 1000)] == [0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        # Cluster: partly used GPUs with 300, 300 (level 1) and 600 (level 2) free; G = 3 + 1.
+        pytest.param(1000, 700, (2 * 1 + 1) / 4, id="a fresh GPU joins level 2 (1 GPU there)"),
+        pytest.param(300, 100, ((1 - 2 * 2) + (2 * 0 + 1)) / 4, id="level 1 -> level 0 evens the counts"),
+        pytest.param(600, 0, (1 - 2 * 1) / 4, id="a filled GPU leaves the counts"),
+        pytest.param(300, 250, 0.0, id="same level: no change"),
+        pytest.param(1000, 0, 0.0, id="a whole GPU used whole: no partly used GPU involved"),
+    ],
+)
+def test_ss_growth(before: int, after: int, expected: float) -> None:
+    free = np.array([[300, 300, 0, 0], [600, 1000, 1000, 0]], dtype=I)
+    out = ss_growth(free, np.array([before], dtype=I), np.array([after], dtype=I), gap_levels(SS_MIX))
+    assert out.tolist() == pytest.approx([expected])

@@ -49,12 +49,15 @@ class FragAwareWeights:
     used: float = 0.0  # per share of the node's GPUs that were free before the placement (used-first)
     cpu: float = -0.3  # per 100 cores left free after the placement (negative: prefer CPU-rich nodes)
     lookahead: float = 0.0  # per GPU of fragment growth after also placing the next likely pod
+    # Cluster-wide Sum-of-Squares term (see ss_growth): per unit of growth of sum_l N_l^2 / G over
+    # the gap levels l of the partly used GPUs. Not node-local: applied at pick time, not cached.
+    ss: float = 0.4
 
 
 DEFAULT_WEIGHTS = FragAwareWeights()
 #: Once pods leave: no fixed node order (it keeps sending pods to early nodes while free capacity
 #: reappears all over the cluster), used nodes first instead (docs/fragaware.md, "With departures").
-CHURN_WEIGHTS = FragAwareWeights(order=0.1, used=0.3, cpu=0.0)
+CHURN_WEIGHTS = FragAwareWeights(order=0.1, used=0.3, cpu=0.0, ss=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +227,34 @@ def capacity_waste(free: IntArray, cpu_left: IntArray, model: IntArray, mix: Typ
         k = np.minimum(slots, cpu_left // max(int(mix.cpu_milli[m]), 1))
         waste = np.where(mix.allowed[m, model], total - np.maximum(k, 0) * (milli * count), total)
         out += mix.freq[m] * waste
+    return out
+
+
+def gap_levels(mix: TypicalPods) -> IntArray:
+    """Gap level of every free amount h = 0..1000 milli: how many of the mix's fractional sizes
+    fit in h. Two gaps the same typical pods fit are interchangeable for what comes next."""
+    sizes = np.unique(mix.milli[(mix.count == 1) & (mix.milli < MILLI_PER_GPU)])
+    out: IntArray = np.searchsorted(sizes, np.arange(MILLI_PER_GPU + 1), side="right").astype(np.int64)
+    return out
+
+
+def ss_growth(free: IntArray, before: IntArray, after: IntArray, levels: IntArray) -> FloatArray:
+    """Sum-of-Squares growth (Csirik et al., bin packing with discrete item sizes) of moving one
+    GPU from ``before`` to ``after`` free milli, per candidate: the change of ``sum_l N_l^2 / G``,
+    N_l = partly used GPUs of the cluster (0 < free < 1000, ``free`` = every device of every node)
+    at gap level ``levels[free]`` (:func:`gap_levels`), G = their number + 1. Keeping the counts
+    of every gap level even means the next pod finds a gap that fits it; the scale makes a
+    weight read in GPUs of score."""
+    partial = levels[free[(free > 0) & (free < MILLI_PER_GPU)]]
+    counts = np.bincount(partial, minlength=int(levels[-1]) + 1).astype(np.float64)
+    b_in = (before > 0) & (before < MILLI_PER_GPU)
+    a_in = (after > 0) & (after < MILLI_PER_GPU)
+    hb = levels[np.clip(before, 0, MILLI_PER_GPU)]
+    ha = levels[np.clip(after, 0, MILLI_PER_GPU)]
+    delta = np.where(b_in, 1.0 - 2.0 * counts[hb], 0.0) + np.where(a_in, 2.0 * counts[ha] + 1.0, 0.0)
+    # Leaving and entering the same level leaves every count as it was.
+    delta = np.where(b_in & a_in & (hb == ha), 0.0, delta)
+    out: FloatArray = delta / (len(partial) + 1.0)
     return out
 
 

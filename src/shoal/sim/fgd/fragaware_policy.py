@@ -16,7 +16,9 @@ from shoal.policy.fragaware import (
     FragAwareWeights,
     NodeStates,
     delta_to_score,
+    gap_levels,
     growth,
+    ss_growth,
 )
 from shoal.policy.fragmentation import FloatArray, TypicalPods
 from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
@@ -33,7 +35,13 @@ def to_int_scores(score: FloatArray) -> IntArray:
 
 
 class FragAwarePolicy(_DeterministicPolicy):
-    """Fragmentation delta + best fit + stable node order (docs/fragaware.md)."""
+    """Fragmentation delta + best fit + stable node order (docs/fragaware.md).
+
+    With ``weights.ss`` > 0 a cluster-wide Sum-of-Squares term is added at pick time (see
+    :meth:`pick`): node scores stay per node (cached by the runner), the global term is
+    recomputed from the whole cluster for every fractional pod. The departures replay only
+    calls ``score``, so it never sees the term (the churn weights have ``ss`` 0 anyway).
+    """
 
     name = "fragaware"
 
@@ -45,6 +53,23 @@ class FragAwarePolicy(_DeterministicPolicy):
         # True: a 1-GPU pod takes the fullest GPU it fits (the core's device order, gpupack);
         # False: every fitting GPU is scored and the node keeps its best.
         self._best_fit_device = best_fit_device
+        self._levels = gap_levels(typical)
+        # The runner's per-kind cache only hands ``pick`` the feasible nodes: keep our own copy
+        # of the node-local scores and devices (every node ``score`` saw, by kind).
+        self._local: dict[PodKind, tuple[IntArray, IntArray]] = {}
+        self.picks = weights.ss != 0.0
+
+    def pick(self, cluster: Cluster, feasible: IntArray, kind: PodKind) -> tuple[int, int] | None:
+        """Node-local score minus ``weights.ss`` x the Sum-of-Squares growth (:func:`ss_growth`)
+        that placing the pod on the node's chosen device causes. First maximum wins (the tie
+        rule)."""
+        scores, devices = self._local[kind]
+        local = (scores[feasible] - _OFFSET) / _SCALE
+        if kind.fractional and self._weights.ss:
+            before = cluster.free[feasible, devices[feasible]]
+            local = local - self._weights.ss * ss_growth(cluster.free, before, before - kind.gpu_milli, self._levels)
+        best = int(np.argmax(local))
+        return int(feasible[best]), int(devices[feasible[best]])
 
     def on_departure(self) -> bool:
         """A pod left: from now on score with the churn weights (docs/fragaware.md, "With
@@ -52,6 +77,7 @@ class FragAwarePolicy(_DeterministicPolicy):
         if self._churn_weights is None or self._weights == self._churn_weights:
             return False
         self._weights = self._churn_weights
+        self.picks = self.picks and self._weights.ss != 0.0  # the local store only exists if it was on
         return True
 
     def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
@@ -79,7 +105,14 @@ class FragAwarePolicy(_DeterministicPolicy):
         rank = idx[node_i] / float(len(cluster))
         delta = growth(before_s, after_s, self._typical, self._weights)
         cand = to_int_scores(delta_to_score(delta, before_s, after_s, rank, self._weights))
-        return _best_per_node(len(idx), node_i, dev_i, cand)
+        best, dev = _best_per_node(len(idx), node_i, dev_i, cand)
+        if self.picks:
+            store = self._local.get(kind)
+            if store is None:
+                n = len(cluster)
+                store = self._local[kind] = (np.full(n, -1, np.int64), np.full(n, -1, np.int64))
+            store[0][idx], store[1][idx] = best, dev
+        return best, dev
 
 
 def _fractional_candidates(free: IntArray, milli: int) -> tuple[IntArray, IntArray]:
