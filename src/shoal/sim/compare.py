@@ -59,10 +59,15 @@ def compare_table(results: list[SimResult]) -> Table:
     return t
 
 
+def _active_queues(results: list[SimResult]) -> list[str]:
+    """Leaf queues that received jobs (a queue without jobs has no wait times to show)."""
+    return [q for q in results[0].queues if results[0].summary[q]["jobs"] > 0]
+
+
 def plot_queue_waits(results: list[SimResult], path: Path) -> None:
     """Grouped bars: mean and p90 wait per queue, one bar per configuration. Log scale in minutes:
     waits range from seconds (borrowing) to days (static partitioning); below 0.1 min is drawn at 0.1."""
-    queues = [*results[0].queues, "ALL"]
+    queues = [*_active_queues(results), "ALL"]
     x = np.arange(len(queues))
     width = 0.8 / len(results)
     fig, axes = plt.subplots(
@@ -86,10 +91,10 @@ def plot_queue_waits(results: list[SimResult], path: Path) -> None:
 
 
 def markdown_table(results: list[SimResult]) -> str:
-    """Per queue, wait mean / p50 / p90 for each configuration (jobs never started count as waiting
+    """Per queue with jobs, wait mean / p50 / p90 for each configuration (jobs never started count as waiting
     until the end of the run, `wait_censored`), then jobs never started, mean GPU allocation and
     gangs evicted by reclaim. Markdown, for docs and READMEs (`queue_waits.md`)."""
-    queues = [*results[0].queues, "ALL"]
+    queues = [*_active_queues(results), "ALL"]
     quotas = results[0].quotas
     head = ["queue", "quota", "jobs", *[f"{r.config} mean / p50 / p90" for r in results]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
