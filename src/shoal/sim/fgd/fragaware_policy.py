@@ -105,7 +105,10 @@ class FragAwarePolicy(_DeterministicPolicy):
         rank = idx[node_i] / float(len(cluster))
         delta = growth(before_s, after_s, self._typical, self._weights)
         cand = to_int_scores(delta_to_score(delta, before_s, after_s, rank, self._weights))
-        best, dev = _best_per_node(len(idx), node_i, dev_i, cand)
+        if len(node_i) == len(idx):  # one candidate per node (node_i = 0..n-1): nothing to group
+            best, dev = cand, dev_i
+        else:
+            best, dev = _best_per_node(len(idx), node_i, dev_i, cand)
         if self.picks:
             store = self._local.get(kind)
             if store is None:
