@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shoal.policy.fragaware import FragAwareWeights
 from shoal.sim.fgd.cluster import Cluster, PodKind
 from shoal.sim.fgd.fragaware_policy import FragAwarePolicy, to_int_scores
 from shoal.sim.fgd.policies import policy_registry
@@ -90,3 +91,34 @@ def test_fragaware_switches_to_churn_weights_on_the_first_departure() -> None:
     assert policy.on_departure() is True  # scores change: the caller must rescore every node
     assert policy.on_departure() is False  # already switched
     assert FragAwarePolicy(typical_pods([pod("p")]), churn_weights=None).on_departure() is False
+
+
+@pytest.mark.parametrize(
+    ("ss", "third"),
+    [
+        # Mix sizes 0.3/0.6/0.8 -> gap levels [0, 0.3), [0.3, 0.6), [0.6, 0.8), [0.8, 1). After
+        # 0.8 and 0.3 on node a, a holds gaps 0.2 (level 0) and 0.7 (level 2). The 0.6 pod:
+        # node-local terms (order, best fit) put it on a's 0.7 GPU, leaving a second 0.1 gap at
+        # level 0 (sum of squares +2); a dominant SS weight opens b instead, whose 0.4 gap is
+        # the only one at level 1 (+1) and still fits a 0.3 pod.
+        pytest.param(0.0, ("a", 1), id="without the SS term: best fit on node a"),
+        pytest.param(50.0, ("b", 0), id="dominant SS term: a gap at an empty level on node b"),
+    ],
+)
+def test_sum_of_squares_term_spreads_gaps_over_levels(ss: float, third: tuple[str, int]) -> None:
+    out: list[tuple[str, int]] = []
+    original = Cluster.place
+
+    def record(self: Cluster, n: int, kind: PodKind, memory: int, device: int) -> None:
+        out.append((self.names[n], device))
+        original(self, n, kind, memory, device)
+
+    pods = [pod("p0", 1, 800), pod("p1", 1, 300), pod("p2", 1, 600)]
+    policy = FragAwarePolicy(typical_pods(pods), FragAwareWeights(ss=ss))
+    Cluster.place = record  # type: ignore[method-assign]
+    try:
+        simulate(Arrivals(pods, [node("a", 2), node("b", 2)], [0, 1]), policy)
+    finally:
+        Cluster.place = original  # type: ignore[method-assign]
+    assert out == [("a", 0), ("a", 1), third]
+    assert policy.picks == (ss != 0.0)
