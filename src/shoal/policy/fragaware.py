@@ -13,8 +13,10 @@ F is FGD's fragment (:func:`fragment`) against the distribution of the pods
 likely to come next. The three packing terms are small against one GPU of fragment: they order
 placements that fragment equally (best fit, then keep using the same subset of nodes), which is
 where most of FGD's gain came from (its integer scores tie among hundreds of nodes and ties went
-to a fixed node order). Every term depends on one node's state only, so callers can cache a
-node's score until that node changes. No I/O, no randomness, never mutates its inputs.
+to a fixed node order). Every term above depends on one node's state only, so callers can cache a
+node's score until that node changes. The one cluster-wide term, :func:`ss_growth` (weight
+``FragAwareWeights.ss``), is separate: callers add it at pick time (so far only the FGD replay
+does). No I/O, no randomness, never mutates its inputs.
 """
 
 from __future__ import annotations
