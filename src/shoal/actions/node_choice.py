@@ -35,6 +35,8 @@ class _Entry:
     predicates: list[Predicate]
     scorers: list[NodeScorer]
     constant_score: float
+    #: False once every score adjuster answered None for this kind of task (see Hooks.score_adjusters).
+    adjust: bool = True
 
 
 def task_signature(task: Task) -> tuple[object, ...]:
@@ -107,8 +109,12 @@ def _entry(ssn: Session, task: Task) -> _Entry:
 
 def best_node(ssn: Session, task: Task, node_mask: np.ndarray | None,
               capacity_mask: np.ndarray | None) -> tuple[int, bool] | None:
-    """(node index, fits idle now) of the best node for `task`, or None. Ties: lowest node name."""
+    """(node index, fits idle now) of the best node for `task`, or None. Ties: lowest node name.
+
+    The cached node-local scores are adjusted at pick time by `Hooks.score_adjusters`, if any."""
     entry = _entry(ssn, task)
+    if ssn.hooks.score_adjusters and entry.adjust:
+        return _adjusted_best(ssn, task, entry, node_mask, capacity_mask)
     if node_mask is None and capacity_mask is None:
         i = int(np.argmax(entry.masked))
         if not entry.ok[i]:
@@ -123,6 +129,29 @@ def best_node(ssn: Session, task: Task, node_mask: np.ndarray | None,
     i = int(np.argmax(masked))
     if not cand[i]:
         return None
+    return i, bool(entry.fits_idle[i])
+
+
+def _adjusted_best(ssn: Session, task: Task, entry: _Entry, node_mask: np.ndarray | None,
+                   capacity_mask: np.ndarray | None) -> tuple[int, bool] | None:
+    """`best_node` with the cluster-wide adjusters applied to the candidates' cached scores (the
+    cache itself is never changed: the adjustment is per task and per moment)."""
+    cand = entry.ok
+    if node_mask is not None:
+        cand = cand & node_mask
+    if capacity_mask is not None:
+        cand = cand & capacity_mask
+    rows = np.flatnonzero(cand)
+    if not rows.size:
+        return None
+    scores = entry.score[rows]
+    applied = False
+    for adjust in ssn.hooks.score_adjusters:
+        adjusted = adjust(ssn, task, rows, scores)
+        if adjusted is not None:
+            scores, applied = adjusted, True
+    entry.adjust = applied
+    i = int(rows[int(np.argmax(scores))])  # rows ascend: the first maximum is the lowest node
     return i, bool(entry.fits_idle[i])
 
 

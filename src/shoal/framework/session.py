@@ -62,6 +62,14 @@ class Hooks:
     job_keys: list[JobKey] = field(default_factory=list)
     task_keys: list[TaskKey] = field(default_factory=list)
     node_scorers: list[NodeScorer] = field(default_factory=list)
+    #: Pick-time adjusters of the summed node scores, for terms that are not node-local (they
+    #: depend on the whole cluster, so node choice cannot cache them): adjust(session, task,
+    #: candidate rows (ascending), their cached scores) -> adjusted scores for those rows, or
+    #: None: no change for this task, nor for any task of its kind (equal node-choice signature)
+    #: in this session, so node choice stops asking. Applied in order by
+    #: `actions.node_choice.best_node`; an empty list costs nothing.
+    score_adjusters: list[Callable[[Session, Task, np.ndarray, np.ndarray], np.ndarray | None]] = field(
+        default_factory=list)
     predicates: list[Predicate] = field(default_factory=list)
     pre_predicates: list[PrePredicate] = field(default_factory=list)
     job_capacity: list[CapacityCheck] = field(default_factory=list)

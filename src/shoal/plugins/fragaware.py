@@ -11,11 +11,14 @@ pod mix the cluster is likely to see next, plus small best-fit and stable-node-o
   entries restricted to models only count nodes of those models as usable.
 * ``churn`` — ``"1"`` once pods have been seen leaving (set by the adapter): the weights start from
   ``CHURN_WEIGHTS`` (weak node order, used nodes first) instead of ``DEFAULT_WEIGHTS``.
-* ``order``, ``fit``, ``fragment``, ``capacity``, ``shortage``, ``used``, ``cpu``, ``device`` — weights of
-  the terms (``FragAwareWeights``), overriding the base weights.
+* ``order``, ``fit``, ``fragment``, ``capacity``, ``shortage``, ``used``, ``cpu``, ``device``, ``ss`` —
+  weights of the terms (``FragAwareWeights``), overriding the base weights (``ss: "0"`` turns the
+  cluster-wide term off).
 
 The score is node-local (a node's answer changes only when the node does), so the node-choice
-cache keeps it; the per-device free-milli matrix is cached here by node version as well. Device
+cache keeps it; the per-device free-milli matrix is cached here by node version as well. The one
+cluster-wide term, Sum-of-Squares over gap levels (weight ``ss``), is added at pick time through
+``Hooks.score_adjusters`` for single-device shared-GPU tasks (:class:`_SumOfSquares`). Device
 choice stays with the GPU-order plugin (``gpupack``: fullest fitting GPU first), which is the
 device the score assumes.
 """
@@ -30,15 +33,20 @@ from shoal.framework.fit import Rows
 from shoal.framework.jobs import Task
 from shoal.framework.podmix import DEFAULT_MODEL_LABEL, pod_kind
 from shoal.framework.session import Session
+from shoal.model.pod import GpuRequest
 from shoal.model.resources import CPU_COL, GPU_COL, MILLI
 from shoal.policy.fragaware import (
     CHURN_WEIGHTS,
     DEFAULT_WEIGHTS,
     FragAwareWeights,
+    IntArray,
     MixEntry,
     NodeStates,
     delta_to_score,
+    gap_levels,
     parse_mix,
+    ss_codes,
+    ss_delta_table,
     state_measure,
     typical_from_mix,
 )
@@ -65,14 +73,22 @@ def open_fragaware(ssn: Session, args: dict[str, str]) -> None:
     n = max(len(nodes), 1)
     rank_all = np.arange(len(nodes), dtype=np.float64) / n
 
+    sos = _SumOfSquares(ssn, devices, gap_levels(mix), weights.ss) if weights.ss else None
+
     def score(s: Session, task: Task, rows: Rows) -> np.ndarray:
         idx = np.arange(len(s.nodes), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
         before = NodeStates(devices.free(idx), s.nodes.idle[idx, CPU_COL], model[idx], devices.count[idx])
         after = _after(s, task, idx, before)
         delta = devices.growth(idx, before, after, mix, weights)
-        return squash(delta_to_score(delta, before, after, rank_all[idx], weights))
+        raw = delta_to_score(delta, before, after, rank_all[idx], weights)
+        squashed = squash(raw)
+        if sos is not None:
+            sos.keep_raw(task, idx, raw, squashed)
+        return squashed
 
     ssn.hooks.node_scorers.append(score)
+    if sos is not None:
+        ssn.hooks.score_adjusters.append(sos.adjust)
 
 
 def squash(raw: np.ndarray) -> np.ndarray:
@@ -81,7 +97,7 @@ def squash(raw: np.ndarray) -> np.ndarray:
     return out
 
 
-_WEIGHT_ARGS = ("order", "fit", "fragment", "capacity", "shortage", "used", "cpu", "device")
+_WEIGHT_ARGS = ("order", "fit", "fragment", "capacity", "shortage", "used", "cpu", "device", "ss")
 
 
 def _weights(args: dict[str, str]) -> FragAwareWeights:
@@ -158,6 +174,101 @@ class _DeviceCache:
         return out
 
 
+class _SumOfSquares:
+    """The cluster-wide Sum-of-Squares term (:func:`shoal.policy.fragaware.ss_delta`, weight
+    ``ss``) as a node-choice score adjuster, for single-device shared-GPU tasks.
+
+    Everything it needs per node is kept by node version: the level counts of the partly used
+    GPUs (their sum is the cluster's N_l), the free milli of the device ``gpupack`` would give the
+    task (fullest fitting), and, handed over by the scorer, each node's raw node-local score and
+    its squashed value (keyed by what they depend on: the task's CPU and GPU request). The
+    adjusted score is ``other plugins + squash(raw - ss * dSS)``: the replay's ``raw - ss * dSS``
+    inside the plugin's band."""
+
+    def __init__(self, ssn: Session, devices: _DeviceCache, levels: IntArray, weight: float) -> None:
+        self._ssn = ssn
+        self._devices = devices
+        self._levels = levels
+        self._weight = weight
+        n = len(ssn.nodes)
+        self._node_counts = np.zeros((n, int(levels[-1]) + 1), dtype=np.int64)
+        self._counts = np.zeros(int(levels[-1]) + 1, dtype=np.int64)
+        self._version = np.full(n, -1, dtype=np.int64)
+        self._raw: dict[tuple[int, GpuRequest], tuple[np.ndarray, np.ndarray]] = {}
+        self._moves_of: dict[GpuRequest, tuple[np.ndarray, np.ndarray]] = {}
+        self._width = int(levels[-1]) + 2  # codes 0..L+1 (ss_codes)
+
+    def keep_raw(self, task: Task, idx: np.ndarray, raw: np.ndarray, squashed: np.ndarray) -> None:
+        """The scorer's raw and squashed node-local scores of nodes ``idx`` for ``task``'s kind."""
+        key = (task.pod.cpu_milli, task.pod.gpu)
+        store = self._raw.get(key)
+        if store is None:
+            n = len(self._ssn.nodes)
+            store = self._raw[key] = (np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.float64))
+        store[0][idx] = raw
+        store[1][idx] = squashed
+
+    def adjust(self, ssn: Session, task: Task, rows: np.ndarray, base: np.ndarray) -> np.ndarray | None:
+        """Scores of ``rows`` with the Sum-of-Squares term; None for tasks it does not apply to
+        (whole GPUs, CPU-only, multi-device shares: the term is 0 for them, as in the replay)."""
+        g = task.pod.gpu
+        store = self._raw.get((task.pod.cpu_milli, g))
+        if not g.is_shared or g.devices != 1 or store is None:
+            return None
+        dss = ss_delta_table(self._level_counts()).ravel()[self._moves(ssn, task)[rows]]
+        out: np.ndarray = base - store[1][rows] + squash(store[0][rows] - self._weight * dss)
+        return out
+
+    def _moves(self, ssn: Session, task: Task) -> np.ndarray:
+        """Per node, the move the task makes on the device ``gpupack`` gives it (the fullest that
+        fits): ``code before * (L + 2) + code after`` (:func:`ss_codes`; a node where nothing fits
+        is a move from 0 to 0), kept per GPU request by node version."""
+        g = task.pod.gpu
+        cached = self._moves_of.get(g)
+        if cached is None:
+            n = len(ssn.nodes)
+            cached = self._moves_of[g] = (np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+        moves, version = cached
+        stale = np.flatnonzero(ssn.nodes.version != version)
+        if stale.size:
+            free = self._devices.free(stale)
+            take = _portion(ssn, task, stale)
+            fullest = np.where(free >= take[:, None], free, _BIG).min(axis=1)
+            before = np.where(fullest == _BIG, 0, fullest)
+            after = np.where(fullest == _BIG, 0, fullest - take)
+            moves[stale] = ss_codes(before, self._levels) * self._width + ss_codes(after, self._levels)
+            version[stale] = ssn.nodes.version[stale]
+        return moves
+
+    def _level_counts(self) -> IntArray:
+        """N_l over the whole cluster, refreshing the nodes whose version moved."""
+        version = self._ssn.nodes.version
+        stale = np.flatnonzero(version != self._version)
+        if stale.size:
+            free = self._devices.free(stale)
+            width = self._counts.size
+            partial = (free > 0) & (free < MILLI)
+            flat = (np.arange(len(stale))[:, None] * width + self._levels[np.clip(free, 0, MILLI)])[partial]
+            fresh = np.bincount(flat, minlength=len(stale) * width).reshape(len(stale), width)
+            self._counts += fresh.sum(axis=0) - self._node_counts[stale].sum(axis=0)
+            self._node_counts[stale] = fresh
+            self._version[stale] = version[stale]
+        return self._counts
+
+
+def _portion(ssn: Session, task: Task, idx: np.ndarray) -> np.ndarray:
+    """Milli-GPU a shared task takes from one device of each node ``idx`` (GPU memory: the
+    node's share of its device)."""
+    g = task.pod.gpu
+    if g.is_gpu_memory:
+        mem = ssn.nodes.gpu_memory[idx]
+        portion = np.where(mem > 0, -(-g.memory_mib * 100 // np.maximum(mem, 1)) * 10, MILLI)
+    else:
+        portion = np.full(len(idx), g.portion_milli, dtype=np.int64)
+    out: np.ndarray = np.minimum(portion, MILLI)
+    return out
+
+
 def _after(ssn: Session, task: Task, idx: np.ndarray, before: NodeStates) -> NodeStates:
     """The node states after placing ``task`` (whole GPUs: lowest free devices; shared: the
     fullest fitting devices, as gpupack chooses; CPU-only: only CPU changes)."""
@@ -167,12 +278,7 @@ def _after(ssn: Session, task: Task, idx: np.ndarray, before: NodeStates) -> Nod
         whole = free == MILLI
         free = np.where(whole & (np.cumsum(whole, axis=1) <= g.whole), 0, free)
     elif g.is_shared:
-        if g.is_gpu_memory:
-            mem = ssn.nodes.gpu_memory[idx]
-            portion = np.where(mem > 0, -(-g.memory_mib * 100 // np.maximum(mem, 1)) * 10, MILLI)
-        else:
-            portion = np.full(len(idx), g.portion_milli, dtype=np.int64)
-        portion = np.minimum(portion, MILLI)
+        portion = _portion(ssn, task, idx)
         for _ in range(max(g.devices, 1)):
             fits = free >= portion[:, None]
             dev = np.argmin(np.where(fits, free, _BIG), axis=1)

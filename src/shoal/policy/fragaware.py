@@ -15,8 +15,8 @@ placements that fragment equally (best fit, then keep using the same subset of n
 where most of FGD's gain came from (its integer scores tie among hundreds of nodes and ties went
 to a fixed node order). Every term above depends on one node's state only, so callers can cache a
 node's score until that node changes. The one cluster-wide term, :func:`ss_growth` (weight
-``FragAwareWeights.ss``), is separate: callers add it at pick time (so far only the FGD replay
-does). No I/O, no randomness, never mutates its inputs.
+``FragAwareWeights.ss``), is separate: callers add it at pick time (the FGD replay's ``pick``, the core
+plugin's score adjuster). No I/O, no randomness, never mutates its inputs.
 """
 
 from __future__ import annotations
@@ -246,17 +246,45 @@ def ss_growth(free: IntArray, before: IntArray, after: IntArray, levels: IntArra
     N_l = partly used GPUs of the cluster (0 < free < 1000, ``free`` = every device of every node)
     at gap level ``levels[free]`` (:func:`gap_levels`), G = their number + 1. Keeping the counts
     of every gap level even means the next pod finds a gap that fits it; the scale makes a
-    weight read in GPUs of score."""
+    weight read in GPUs of score. :func:`ss_level_counts` + :func:`ss_delta`."""
+    return ss_delta(ss_level_counts(free, levels), before, after, levels)
+
+
+def ss_level_counts(free: IntArray, levels: IntArray) -> IntArray:
+    """N_l: the partly used GPUs (0 < free < 1000) among the free milli ``free`` (any shape) per
+    gap level l = 0..levels[-1]. Counts of disjoint device sets add up (callers may keep them
+    incrementally, node by node)."""
     partial = levels[free[(free > 0) & (free < MILLI_PER_GPU)]]
-    counts = np.bincount(partial, minlength=int(levels[-1]) + 1).astype(np.float64)
-    b_in = (before > 0) & (before < MILLI_PER_GPU)
-    a_in = (after > 0) & (after < MILLI_PER_GPU)
-    hb = levels[np.clip(before, 0, MILLI_PER_GPU)]
-    ha = levels[np.clip(after, 0, MILLI_PER_GPU)]
-    delta = np.where(b_in, 1.0 - 2.0 * counts[hb], 0.0) + np.where(a_in, 2.0 * counts[ha] + 1.0, 0.0)
-    # Leaving and entering the same level leaves every count as it was.
-    delta = np.where(b_in & a_in & (hb == ha), 0.0, delta)
-    out: FloatArray = delta / (len(partial) + 1.0)
+    out: IntArray = np.bincount(partial, minlength=int(levels[-1]) + 1).astype(np.int64)
+    return out
+
+
+def ss_delta(counts: IntArray, before: IntArray, after: IntArray, levels: IntArray) -> FloatArray:
+    """The Sum-of-Squares growth of :func:`ss_growth` given the cluster's level counts ``counts``
+    (:func:`ss_level_counts`) instead of its devices."""
+    out: FloatArray = ss_delta_table(counts)[ss_codes(before, levels), ss_codes(after, levels)]
+    return out
+
+
+def ss_codes(free: IntArray, levels: IntArray) -> IntArray:
+    """Code of each free amount for :func:`ss_delta_table`: 0 for a GPU that is not partly used
+    (whole, full, or no device), else its gap level + 1."""
+    partial = (free > 0) & (free < MILLI_PER_GPU)
+    out: IntArray = np.where(partial, levels[np.clip(free, 0, MILLI_PER_GPU)] + 1, 0)
+    return out
+
+
+def ss_delta_table(counts: IntArray) -> FloatArray:
+    """[L + 2, L + 2]: the Sum-of-Squares growth of moving one GPU from code b to code a
+    (:func:`ss_codes`). Leaving level h takes ``(N_h - 1)^2 - N_h^2 = 1 - 2 N_h``, entering it
+    adds ``2 N_h + 1``; leaving and entering the same level changes nothing. Divided by the
+    partly used GPUs + 1."""
+    n = counts.astype(np.float64)
+    leave = np.concatenate([[0.0], 1.0 - 2.0 * n])
+    enter = np.concatenate([[0.0], 2.0 * n + 1.0])
+    table = leave[:, None] + enter[None, :]
+    np.fill_diagonal(table, 0.0)
+    out: FloatArray = table / (float(counts.sum()) + 1.0)
     return out
 
 
