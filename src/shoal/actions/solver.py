@@ -37,6 +37,19 @@ def request_vector(tasks: list[Task]) -> np.ndarray:
     return total
 
 
+def simulated_request(job: Job) -> np.ndarray:
+    """`request_vector` of the job's tasks to allocate in a simulation (`real=False`), cached per job
+    version: the queue-order comparator asks for it on every comparison, and a job's tasks to
+    allocate change only when one of its tasks changes status. Never call it for a job inside
+    `partial_minimums` (its minimums change without a version bump)."""
+    cached = job.memo.get("sim_request")
+    if cached is not None and cached[0] == job.version:
+        return cached[1]
+    req = request_vector(tasks_to_allocate(job, real=False))
+    job.memo["sim_request"] = (job.version, req)
+    return req
+
+
 @contextmanager
 def partial_minimums(job: Job, tasks: list[Task]) -> Iterator[None]:
     """KAI's partial pending job, without a copy: while open, every pod set's minimum is its
@@ -294,7 +307,7 @@ class VictimSolver:
 
         def request(j: Job) -> np.ndarray:
             # KAI compares queues by the best job's tasks-to-allocate (virtual victims included).
-            return partial_req if j is job else request_vector(tasks_to_allocate(j, real=False))
+            return partial_req if j is job else simulated_request(j)
 
         order = JobsByQueue(ssn, sorted(jobs.values(), key=lambda j: j.uid), request=request)
         placed = False
