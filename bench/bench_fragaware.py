@@ -7,7 +7,7 @@ default plugins, then the same list with ``nodeplacement`` -> ``fragaware`` (and
 ``gpusharingorder``), the mix given as a plugin argument (as an adapter's PodMixTracker would).
 Prints CPU seconds per placed pod for both and the ratio.
 
-    python bench/bench_fragaware.py [--nodes 5000] [--pending 2000] [--profile]
+    python bench/bench_fragaware.py [--nodes 5000] [--pending 2000] [--ss 0.4] [--profile]
 """
 
 from __future__ import annotations
@@ -60,13 +60,13 @@ def build(nodes: int, pending: int) -> tuple[ClusterSnapshot, PodMixTracker]:
     return snap, tracker
 
 
-def config(fragaware: str | None) -> SchedulerConfig:
+def config(fragaware: str | None, extra: dict[str, str] | None = None) -> SchedulerConfig:
     plugins = []
     for name, args in DEFAULT_PLUGINS:
         if fragaware is not None and name == "gpusharingorder":
             continue
         if fragaware is not None and name == "nodeplacement":
-            plugins.append(PluginConfig("fragaware", {"mix": fragaware}))
+            plugins.append(PluginConfig("fragaware", {"mix": fragaware, **(extra or {})}))
         else:
             plugins.append(PluginConfig(name, dict(args)))
     return SchedulerConfig(actions=("allocate",), plugins=tuple(plugins))
@@ -90,13 +90,14 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--pending", type=int, default=2000)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--ss", help="fragaware's Sum-of-Squares weight (default: the plugin's, 0.4; 0 = node-local only)")
     a = ap.parse_args()
     snap, tracker = build(a.nodes, a.pending)
     mix = tracker.mix(NOW)
     prof = cProfile.Profile() if a.profile else None
     print(f"nodes={a.nodes} pending={a.pending} (single-pod gangs, {len(KINDS)} kinds); mix = {mix}")
     results = {}
-    for label, cfg in (("binpack", config(None)), ("fragaware", config(mix))):
+    for label, cfg in (("binpack", config(None)), ("fragaware", config(mix, {"ss": a.ss} if a.ss is not None else None))):
         t_open, t_alloc, placed = measure(snap, cfg, prof if label == "fragaware" else None)
         results[label] = t_alloc / max(placed, 1)
         print(f"{label:10s} session open {t_open:.3f} s CPU; allocate {t_alloc:.3f} s CPU, {placed} pods placed, "

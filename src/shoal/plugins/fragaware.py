@@ -69,11 +69,12 @@ def open_fragaware(ssn: Session, args: dict[str, str]) -> None:
     model = np.array([model_of[n.labels.get(label, "")] for n in nodes.nodes], dtype=np.int64)
     entries = parse_mix(args["mix"]) if "mix" in args else _snapshot_mix(ssn, label)
     mix = typical_from_mix(entries, models)
-    devices = _DeviceCache(ssn)
+    levels = gap_levels(mix) if weights.ss else None
+    devices = _DeviceCache(ssn, levels)
     n = max(len(nodes), 1)
     rank_all = np.arange(len(nodes), dtype=np.float64) / n
 
-    sos = _SumOfSquares(ssn, devices, gap_levels(mix), weights.ss) if weights.ss else None
+    sos = _SumOfSquares(devices, levels, weights.ss) if levels is not None else None
 
     def score(s: Session, task: Task, rows: Rows) -> np.ndarray:
         idx = np.arange(len(s.nodes), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
@@ -83,7 +84,7 @@ def open_fragaware(ssn: Session, args: dict[str, str]) -> None:
         raw = delta_to_score(delta, before, after, rank_all[idx], weights)
         squashed = squash(raw)
         if sos is not None:
-            sos.keep_raw(task, idx, raw, squashed)
+            sos.keep(task, idx, before, after, raw, squashed)
         return squashed
 
     ssn.hooks.node_scorers.append(score)
@@ -125,9 +126,13 @@ class _DeviceCache:
     """Free milli-GPU per device [n, D] (shared groups first, then whole idle devices, then 0s)
     and the node's fragmentation measure, rebuilt for a node only when its version moved."""
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, levels: IntArray | None = None) -> None:
         self._ssn = ssn
         nodes = ssn.nodes
+        #: With gap levels: N_l of the Sum-of-Squares term (:func:`ss_level_counts` of every
+        #: device), kept up to date as node rows are rebuilt.
+        self._levels = levels.tolist() if levels is not None else None
+        self.level_counts = np.zeros(int(levels[-1]) + 1 if levels is not None else 0, dtype=np.int64)
         self.count = np.maximum(nodes.gpu_count, nodes.alloc[:, GPU_COL] // MILLI).astype(np.int64)
         self._free = np.zeros((len(nodes), max(int(self.count.max(initial=0)), 1)), dtype=np.int64)
         self._version = np.full(len(nodes), -1, dtype=np.int64)
@@ -160,6 +165,8 @@ class _DeviceCache:
         stale = idx[nodes.version[idx] != self._version[idx]]
         for i in stale.tolist():
             row = self._free[i]
+            if self._levels is not None:
+                self._count(row, -1)
             row[:] = 0
             k = 0
             mem = int(nodes.gpu_memory[i])
@@ -169,91 +176,71 @@ class _DeviceCache:
                     k += 1
             whole = min(int(nodes.idle[i, GPU_COL]) // MILLI, len(row) - k)
             row[k:k + max(whole, 0)] = MILLI
+            if self._levels is not None:
+                self._count(row, 1)
             self._version[i] = nodes.version[i]
         out: np.ndarray = self._free[idx]
         return out
+
+    def _count(self, row: np.ndarray, sign: int) -> None:
+        """Add (sign 1) or remove (-1) one node's partly used GPUs to the level counts: the
+        incremental form of :func:`ss_level_counts`, in plain Python (a row has a few devices)."""
+        assert self._levels is not None
+        counts, levels = self.level_counts, self._levels
+        for v in row.tolist():
+            if 0 < v < MILLI:
+                counts[levels[v]] += sign
 
 
 class _SumOfSquares:
     """The cluster-wide Sum-of-Squares term (:func:`shoal.policy.fragaware.ss_delta`, weight
     ``ss``) as a node-choice score adjuster, for single-device shared-GPU tasks.
 
-    Everything it needs per node is kept by node version: the level counts of the partly used
-    GPUs (their sum is the cluster's N_l), the free milli of the device ``gpupack`` would give the
-    task (fullest fitting), and, handed over by the scorer, each node's raw node-local score and
-    its squashed value (keyed by what they depend on: the task's CPU and GPU request). The
-    adjusted score is ``other plugins + squash(raw - ss * dSS)``: the replay's ``raw - ss * dSS``
-    inside the plugin's band."""
+    What it needs per node is kept by node version, so a pick costs a few gathers over the
+    candidates: the level counts N_l (by the device cache, as node rows are rebuilt) and, handed
+    over by the scorer for the nodes it scores, each node's raw node-local score, its squashed
+    value and the move the task makes there (gap code before and after, on the fullest fitting
+    device, as ``gpupack`` picks it), keyed by what they depend on (the task's CPU and GPU
+    request). The adjusted score is ``other plugins + squash(raw - ss * dSS)``: the replay's
+    ``raw - ss * dSS`` inside the plugin's band."""
 
-    def __init__(self, ssn: Session, devices: _DeviceCache, levels: IntArray, weight: float) -> None:
-        self._ssn = ssn
+    def __init__(self, devices: _DeviceCache, levels: IntArray, weight: float) -> None:
         self._devices = devices
         self._levels = levels
         self._weight = weight
-        n = len(ssn.nodes)
-        self._node_counts = np.zeros((n, int(levels[-1]) + 1), dtype=np.int64)
-        self._counts = np.zeros(int(levels[-1]) + 1, dtype=np.int64)
-        self._version = np.full(n, -1, dtype=np.int64)
-        self._raw: dict[tuple[int, GpuRequest], tuple[np.ndarray, np.ndarray]] = {}
-        self._moves_of: dict[GpuRequest, tuple[np.ndarray, np.ndarray]] = {}
         self._width = int(levels[-1]) + 2  # codes 0..L+1 (ss_codes)
+        self._code_of = ss_codes(np.arange(MILLI + 1, dtype=np.int64), levels)
+        self._store: dict[tuple[int, GpuRequest], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def keep_raw(self, task: Task, idx: np.ndarray, raw: np.ndarray, squashed: np.ndarray) -> None:
-        """The scorer's raw and squashed node-local scores of nodes ``idx`` for ``task``'s kind."""
-        key = (task.pod.cpu_milli, task.pod.gpu)
-        store = self._raw.get(key)
+    def keep(self, task: Task, idx: np.ndarray, before: NodeStates, after: NodeStates, raw: np.ndarray,
+             squashed: np.ndarray) -> None:
+        """Record the scorer's answers for nodes ``idx`` (single-device shared tasks only)."""
+        g = task.pod.gpu
+        if not g.is_shared or g.devices != 1:
+            return
+        key = (task.pod.cpu_milli, g)
+        store = self._store.get(key)
         if store is None:
-            n = len(self._ssn.nodes)
-            store = self._raw[key] = (np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.float64))
+            n = len(self._devices.count)
+            store = self._store[key] = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64))
+        # The one device the task takes (none where nothing fits: a move from 0 to 0).
+        gap_after = np.where(before.free != after.free, after.free, 0).sum(axis=1)
+        gap_before = gap_after + (before.free - after.free).sum(axis=1)
         store[0][idx] = raw
         store[1][idx] = squashed
+        store[2][idx] = self._code_of[gap_before] * self._width + self._code_of[gap_after]
 
     def adjust(self, ssn: Session, task: Task, rows: np.ndarray, base: np.ndarray) -> np.ndarray | None:
         """Scores of ``rows`` with the Sum-of-Squares term; None for tasks it does not apply to
         (whole GPUs, CPU-only, multi-device shares: the term is 0 for them, as in the replay)."""
-        g = task.pod.gpu
-        store = self._raw.get((task.pod.cpu_milli, g))
-        if not g.is_shared or g.devices != 1 or store is None:
+        store = self._store.get((task.pod.cpu_milli, task.pod.gpu))
+        if store is None:
             return None
-        dss = ss_delta_table(self._level_counts()).ravel()[self._moves(ssn, task)[rows]]
-        out: np.ndarray = base - store[1][rows] + squash(store[0][rows] - self._weight * dss)
+        # Node choice has just rescored every node that moved for this task's kind, through the
+        # scorer, so the device cache's level counts and the store are current for all rows.
+        table = ss_delta_table(self._devices.level_counts).ravel()
+        out: np.ndarray = base - store[1][rows] + squash(store[0][rows] - self._weight * table[store[2][rows]])
         return out
-
-    def _moves(self, ssn: Session, task: Task) -> np.ndarray:
-        """Per node, the move the task makes on the device ``gpupack`` gives it (the fullest that
-        fits): ``code before * (L + 2) + code after`` (:func:`ss_codes`; a node where nothing fits
-        is a move from 0 to 0), kept per GPU request by node version."""
-        g = task.pod.gpu
-        cached = self._moves_of.get(g)
-        if cached is None:
-            n = len(ssn.nodes)
-            cached = self._moves_of[g] = (np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
-        moves, version = cached
-        stale = np.flatnonzero(ssn.nodes.version != version)
-        if stale.size:
-            free = self._devices.free(stale)
-            take = _portion(ssn, task, stale)
-            fullest = np.where(free >= take[:, None], free, _BIG).min(axis=1)
-            before = np.where(fullest == _BIG, 0, fullest)
-            after = np.where(fullest == _BIG, 0, fullest - take)
-            moves[stale] = ss_codes(before, self._levels) * self._width + ss_codes(after, self._levels)
-            version[stale] = ssn.nodes.version[stale]
-        return moves
-
-    def _level_counts(self) -> IntArray:
-        """N_l over the whole cluster, refreshing the nodes whose version moved."""
-        version = self._ssn.nodes.version
-        stale = np.flatnonzero(version != self._version)
-        if stale.size:
-            free = self._devices.free(stale)
-            width = self._counts.size
-            partial = (free > 0) & (free < MILLI)
-            flat = (np.arange(len(stale))[:, None] * width + self._levels[np.clip(free, 0, MILLI)])[partial]
-            fresh = np.bincount(flat, minlength=len(stale) * width).reshape(len(stale), width)
-            self._counts += fresh.sum(axis=0) - self._node_counts[stale].sum(axis=0)
-            self._node_counts[stale] = fresh
-            self._version[stale] = version[stale]
-        return self._counts
 
 
 def _portion(ssn: Session, task: Task, idx: np.ndarray) -> np.ndarray:
