@@ -97,7 +97,8 @@ def main() -> None:
     prof = cProfile.Profile() if a.profile else None
     print(f"nodes={a.nodes} pending={a.pending} (single-pod gangs, {len(KINDS)} kinds); mix = {mix}")
     results = {}
-    for label, cfg in (("binpack", config(None)), ("fragaware", config(mix, {"ss": a.ss} if a.ss is not None else None))):
+    extra = {"ss": a.ss} if a.ss is not None else None
+    for label, cfg in (("binpack", config(None)), ("fragaware", config(mix, extra))):
         t_open, t_alloc, placed = measure(snap, cfg, prof if label == "fragaware" else None)
         results[label] = t_alloc / max(placed, 1)
         print(f"{label:10s} session open {t_open:.3f} s CPU; allocate {t_alloc:.3f} s CPU, {placed} pods placed, "

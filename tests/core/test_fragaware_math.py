@@ -213,3 +213,47 @@ def test_ss_growth(before: int, after: int, expected: float) -> None:
     free = np.array([[300, 300, 0, 0], [600, 1000, 1000, 0]], dtype=I)
     out = ss_growth(free, np.array([before], dtype=I), np.array([after], dtype=I), gap_levels(SS_MIX))
     assert out.tolist() == pytest.approx([expected])
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param((1, 3), id="one row"),
+        pytest.param((300, 4), id="few distinct rows"),
+        pytest.param((2000, 10), id="negative and large values"),
+    ],
+)
+def test_unique_rows_is_numpy_unique_axis0(shape: tuple[int, int]) -> None:
+    # The measure's dedup must hand _measure the very batch np.unique(axis=0) would (bit-identical replays).
+    from shoal.policy.fragaware import _unique_rows
+
+    rng = np.random.default_rng(shape[0])
+    key = rng.choice(np.array([-1000, -1, 0, 1, 255, 256, 500, 1000, 1 << 40]), size=shape).astype(np.int64)
+    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+    got_uniq, got_inverse = _unique_rows(key)
+    assert np.array_equal(got_uniq, uniq) and np.array_equal(got_inverse, inverse.reshape(-1))
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, id=f"seed {s}") for s in range(3)])
+def test_ss_growth_is_the_change_of_the_sum_of_squares(seed: int) -> None:
+    # Brute force: count the levels, move one partly used / whole GPU, count again.
+    from shoal.policy.fragaware import ss_growth, ss_level_counts
+    from shoal.policy.fragmentation import TypicalPods
+
+    rng = np.random.default_rng(seed)
+    mix = TypicalPods(cpu_milli=np.array([1000, 1000, 1000]), milli=np.array([300, 600, 800]),
+                      count=np.array([1, 1, 1]), allowed=np.ones((3, 1), dtype=bool), freq=np.full(3, 1 / 3))
+    levels = gap_levels(mix)
+    free = rng.choice(np.array([0, 100, 200, 350, 400, 700, 750, 1000]), size=(6, 4)).astype(np.int64)
+    before = free.reshape(-1)
+    size = int(rng.choice(np.array([300, 600, 800])))
+    movable = np.flatnonzero(before >= size)
+    after = before[movable] - size
+    got = ss_growth(free, before[movable], after, levels)
+    counts = ss_level_counts(free, levels)
+    for k, d in enumerate(movable.tolist()):
+        moved = before.copy()
+        moved[d] -= size
+        new = ss_level_counts(moved, levels)
+        expected = (float((new**2).sum()) - float((counts**2).sum())) / (counts.sum() + 1.0)
+        assert got[k] == pytest.approx(expected)

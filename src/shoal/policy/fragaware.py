@@ -82,11 +82,26 @@ def state_measure(states: NodeStates, mix: TypicalPods, weights: FragAwareWeight
     :func:`cpu_shortage`). Large batches repeat few distinct states: each is evaluated once."""
     if len(states.cpu_left) >= _DEDUP_FROM:
         key = np.column_stack([states.model, states.cpu_left, states.free])
-        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+        uniq, inverse = _unique_rows(key)
         inner = NodeStates(uniq[:, 2:], uniq[:, 1], uniq[:, 0], np.zeros(len(uniq), dtype=np.int64))
-        out: FloatArray = _measure(inner, mix, weights)[inverse.reshape(-1)]
+        out: FloatArray = _measure(inner, mix, weights)[inverse]
         return out
     return _measure(states, mix, weights)
+
+
+def _unique_rows(key: IntArray) -> tuple[IntArray, IntArray]:
+    """``np.unique(key, axis=0, return_inverse=True)`` exactly (same rows in the same order, so
+    the measure sees the same batch bit for bit), ~3x faster: rows are grouped as raw bytes, and
+    only the few distinct rows are put in numeric lexicographic order."""
+    rows = np.ascontiguousarray(key)
+    raw = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    _, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    uniq = rows[first]
+    order = np.lexsort(uniq.T[::-1])
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    out: IntArray = rank[inverse.reshape(-1)]
+    return uniq[order], out
 
 
 def _measure(s: NodeStates, mix: TypicalPods, weights: FragAwareWeights) -> FloatArray:
