@@ -216,8 +216,18 @@ def job_request(job: Job) -> np.ndarray:
 
 
 def job_allocated(job: Job) -> np.ndarray:
+    """Queue share of the job's allocated tasks; do not modify the result. Cached on the job with
+    the version of the job that owns the tasks: a victim batch is a clone whose tasks bump the
+    original's version, not the clone's (a Job's task list itself never changes)."""
+    if not job.tasks:
+        return np.zeros(3)
+    owner = job.tasks[0].job
+    cached = job.memo.get("allocated")
+    if cached is not None and cached[0] == owner.version:
+        return cached[1]
     total = np.zeros(3)
     for t in job.tasks:
         if t.status & ALLOCATED:
             total += t.quota_vector()
+    job.memo["allocated"] = (owner.version, total)
     return total
