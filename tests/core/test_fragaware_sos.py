@@ -23,6 +23,10 @@ from .test_fragaware_plugin import World, fragaware_config, node
 CPU = 4000
 # Mix sizes 0.3 / 0.6 / 0.8 -> gap levels [0, 0.3), [0.3, 0.6), [0.6, 0.8), [0.8, 1).
 MIX_368 = f"{CPU}/800x1=1;{CPU}/300x1=1;{CPU}/600x1=1"
+# openb-like fractions on 6 nodes x 8 GPUs where the default weight (0.4) changes placements.
+OPENB_LIKE = [810, 1000, 110, 1000, 500, 650, 810, 230, 1000, 110, 230, 500, 650, 500, 160, 110, 110, 110, 160,
+              1000, 160, 810, 1000, 160, 230, 500, 230, 1000, 160, 1000, 1000, 1000, 110, 500, 810, 500, 810, 810,
+              810, 110]
 
 
 def gap_world() -> World:
@@ -95,6 +99,7 @@ def core_nodes(sizes: list[int], nodes: int, gpus: int, ss: float) -> list[str]:
         pytest.param([300, 800, 600, 800, 300, 1000, 1000, 300, 1000, 800], 3, 2, 0.4, id="default weight"),
         pytest.param([160, 650, 810, 230, 500, 810, 160, 300, 650, 1000, 230, 810, 500, 160], 4, 4, 0.4,
                      id="default weight, 4x4 GPUs"),
+        pytest.param(OPENB_LIKE, 6, 8, 0.4, id="default weight, openb-like fractions, 6x8 GPUs"),
     ],
 )
 def test_core_and_replay_place_alike(sizes: list[int], nodes: int, gpus: int, ss: float) -> None:
@@ -106,6 +111,7 @@ def test_the_cases_exercise_the_term() -> None:
     assert replay_nodes([800, 300, 600], 2, 2, 50.0) != replay_nodes([800, 300, 600], 2, 2, 0.0)
     long = [800, 300, 600, 300, 800, 600, 300, 1000]
     assert replay_nodes(long, 3, 2, 50.0) != replay_nodes(long, 3, 2, 0.0)
+    assert replay_nodes(OPENB_LIKE, 6, 8, 0.4) != replay_nodes(OPENB_LIKE, 6, 8, 0.0)
 
 
 # -- the incremental level counts and the node-choice hook --------------------------------------
