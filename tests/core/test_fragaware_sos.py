@@ -155,3 +155,18 @@ def test_adjusters_apply_on_top_of_cached_scores_and_none_stops_asking() -> None
     allocate.run(ssn2)
     assert calls == ["never"]  # same kind of task: asked once
     assert {b.pod: b.node for b in ssn2.decisions.binds} == {"one": "a", "two": "a"}
+
+
+@pytest.mark.parametrize(
+    ("args", "registered"),
+    [
+        pytest.param({}, 1, id="default weights: the SS adjuster is registered"),
+        pytest.param({"ss": "0"}, 0, id="ss 0: node-local score only, node choice untouched"),
+        pytest.param({"churn": "1"}, 0, id="churn weights have no SS term"),
+    ],
+)
+def test_adjuster_is_registered_only_with_a_sum_of_squares_weight(args: dict[str, str], registered: int) -> None:
+    w = World(node("a"))
+    w.job("p", GpuRequest(portion_milli=500))
+    ssn = open_session(w.snap, fragaware_config({"mix": MIX_368, **args}))
+    assert len(ssn.hooks.score_adjusters) == registered
