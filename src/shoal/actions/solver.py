@@ -149,6 +149,7 @@ class VictimSolver:
         self.ssn = ssn
         self.action = action
         self.validator = validator
+        self.victims = victims
         self.base_queue = VictimQueue(ssn, victims)
         self.feasible = feasible.copy()
         self.preemptor: Job | None = None
@@ -184,6 +185,8 @@ class VictimSolver:
         its statement is the result (None when it fails)."""
         n = len(tasks)
         self.full_set = n > LINEAR_UP_TO
+        if n > 1 and not self._whole_job_may_fit(tasks):
+            return None  # only the last probe (the whole job) yields a statement, and it must fail
         recorded: list[Job] = []
         lo, k, hi = 0, 1, n + 1
         while True:
@@ -207,6 +210,16 @@ class VictimSolver:
                     k = (lo + hi) // 2
             else:
                 k = k + 1 if n <= LINEAR_UP_TO else min(2 * k, n)
+
+    def _whole_job_may_fit(self, tasks: list[Task]) -> bool:
+        """KAI's idle-GPU scenario filter for the largest scenario there is: the whole job with every
+        task of every candidate victim evicted. When even that cannot cover the job's whole GPUs,
+        no probe's victims can (they are subsets), so the search is skipped: same result, none of
+        the partial probes (a big gang would otherwise simulate every victim batch for each of its
+        first `LINEAR_UP_TO` partial jobs, every cycle)."""
+        bound = _CapacityBound(self.ssn, tasks, self.feasible)
+        bound.add([t for job in self.victims for t in job.tasks])
+        return bound.may_fit()
 
     # -- scenarios -------------------------------------------------------------------------
     def _solve_partial(self, partial: list[Task], recorded_jobs: list[Job]) -> _Solution | None:
