@@ -323,11 +323,16 @@ class VictimSolver:
             return partial_req if j is job else simulated_request(j)
 
         order = JobsByQueue(ssn, sorted(jobs.values(), key=lambda j: j.uid), request=request)
+        # Only the preemptor and the victims' jobs act; once all of them were popped, the rest of
+        # the order would be popped and skipped, so stop there.
+        to_act = sum(1 for uid in victim_jobs | {job.uid} if jobs[uid].queue is not None)
         placed = False
-        while True:
+        while to_act:
             nxt = order.pop()
             if nxt is None:
                 break
+            if nxt is job or nxt.uid in victim_jobs:
+                to_act -= 1
             if nxt is job:
                 cp = stmt.checkpoint()
                 with partial_minimums(job, partial):
