@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,6 +12,8 @@ from shoal.model.podgroup import PodGroup, PodSetSpec
 from shoal.model.queue import Queue
 from shoal.model.resources import Vector
 from shoal.model.status import ACTIVE_ALLOCATED_SET, ACTIVE_USED_SET, ALIVE_SET, PodStatus
+
+logger = logging.getLogger(__name__)
 
 #: Queue accounting columns: GPU (milli, quota units), CPU (milli), memory (bytes).
 Q_GPU, Q_CPU, Q_MEM = 0, 1, 2
@@ -219,3 +222,35 @@ class QueueInfo:
                 share = max(d, fs)
                 out[r] = min(share, lim) if lim != -1 else share
         return out
+
+
+def build_queue_tree(queues: list[Queue]) -> dict[str, QueueInfo]:
+    """Session queues by name, linked parent <-> children. A queue whose parent is missing (or whose
+    ancestor chain loops) is dropped with its subtree, like KAI, and logged."""
+    infos = {q.name: QueueInfo(spec=q) for q in queues}
+    for info in infos.values():
+        q = info.spec
+        for r, res in enumerate((q.gpu, q.cpu, q.memory)):
+            info.deserved[r] = res.quota
+            info.limit[r] = res.limit
+            info.weight[r] = res.over_quota_weight
+        if q.parent and q.parent not in infos:
+            logger.warning("queue %s: parent queue %s does not exist; the queue is ignored", q.name, q.parent)
+    valid = {name: info for name, info in infos.items() if _chain_is_valid(infos, name)}
+    for info in valid.values():
+        if info.spec.parent:
+            info.parent = valid[info.spec.parent]
+            info.parent.children.append(info)
+    return valid
+
+
+def _chain_is_valid(infos: dict[str, QueueInfo], name: str) -> bool:
+    """Every ancestor of queue `name` exists and the chain has no loop."""
+    seen = {name}
+    parent = infos[name].spec.parent
+    while parent:
+        if parent not in infos or parent in seen:
+            return False
+        seen.add(parent)
+        parent = infos[parent].spec.parent
+    return True

@@ -16,11 +16,10 @@ import numpy as np
 
 from shoal.framework.config import SchedulerConfig
 from shoal.framework.decisions import Decisions
-from shoal.framework.jobs import Job, PodSet, QueueInfo, Task
+from shoal.framework.jobs import Job, PodSet, Task, build_queue_tree
 from shoal.framework.nodestate import NodeState
 from shoal.model.pod import Pod, portion_for_memory
 from shoal.model.podgroup import DEFAULT_POD_SET
-from shoal.model.queue import Queue
 from shoal.model.resources import BASE_RESOURCES, CPU_COL, GPU_COL, MEM_COL, MILLI, PODS_COL, ResourceSpace
 from shoal.model.snapshot import ClusterSnapshot
 from shoal.model.status import ACTIVE_USED, ALLOCATED_SET, PodStatus
@@ -104,7 +103,7 @@ class Session:
         #: id(request vector) -> (vector, non-zero columns, amounts); see framework.fit.
         self.column_memo: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.nodes = NodeState(snapshot.nodes, self.space)
-        self.queues = self._build_queues(snapshot.queues)
+        self.queues = build_queue_tree(snapshot.queues)
         self.tasks: dict[str, Task] = {}
         self.jobs: dict[str, Job] = {}
         self._build_jobs(snapshot)
@@ -148,41 +147,6 @@ class Session:
         v.flags.writeable = False
         cache[key] = v
         return v
-
-    def _build_queues(self, queues: list[Queue]) -> dict[str, QueueInfo]:
-        infos = {q.name: QueueInfo(spec=q) for q in queues}
-        for info in infos.values():
-            q = info.spec
-            for r, res in enumerate((q.gpu, q.cpu, q.memory)):
-                info.deserved[r] = res.quota
-                info.limit[r] = res.limit
-                info.weight[r] = res.over_quota_weight
-            parent = infos.get(q.parent) if q.parent else None
-            if q.parent and parent is None:
-                logger.warning("queue %s: parent queue %s does not exist; the queue is ignored", q.name, q.parent)
-        # Orphans (parent missing) are dropped with their subtree, like KAI.
-        valid: dict[str, QueueInfo] = {}
-
-        for name, info in infos.items():
-            if self._chain_is_valid(infos, name):
-                valid[name] = info
-        for info in valid.values():
-            if info.spec.parent:
-                info.parent = valid[info.spec.parent]
-                info.parent.children.append(info)
-        return valid
-
-    @staticmethod
-    def _chain_is_valid(infos: dict[str, QueueInfo], name: str) -> bool:
-        """Every ancestor of queue `name` exists and the chain has no loop."""
-        seen = {name}
-        parent = infos[name].spec.parent
-        while parent:
-            if parent not in infos or parent in seen:
-                return False
-            seen.add(parent)
-            parent = infos[parent].spec.parent
-        return True
 
     def _build_jobs(self, snapshot: ClusterSnapshot) -> None:
         for pg in snapshot.podgroups:
