@@ -30,12 +30,7 @@ class CapacityPruner:
         self._verdicts: dict[str, tuple[int, int, tuple[str, int, str] | None]] = {}
 
     def request(self, job: Job) -> np.ndarray:
-        cached = job.memo.get("next_request")
-        if cached is not None and cached[0] == job.version:
-            return cached[1]
-        req = capacity_request(tasks_to_allocate(job))
-        job.memo["next_request"] = (job.version, req)
-        return req
+        return job.cached("next_request", job.version, lambda: capacity_request(tasks_to_allocate(job)))
 
     def doomed(self, job: Job) -> bool:
         """Certain to be refused by the capacity check (given the refusals seen so far)."""

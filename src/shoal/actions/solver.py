@@ -42,12 +42,7 @@ def simulated_request(job: Job) -> np.ndarray:
     version: the queue-order comparator asks for it on every comparison, and a job's tasks to
     allocate change only when one of its tasks changes status. Never call it for a job inside
     `partial_minimums` (its minimums change without a version bump)."""
-    cached = job.memo.get("sim_request")
-    if cached is not None and cached[0] == job.version:
-        return cached[1]
-    req = request_vector(tasks_to_allocate(job, real=False))
-    job.memo["sim_request"] = (job.version, req)
-    return req
+    return job.cached("sim_request", job.version, lambda: request_vector(tasks_to_allocate(job, real=False)))
 
 
 @contextmanager

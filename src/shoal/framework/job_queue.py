@@ -204,14 +204,14 @@ class _Reverse:
 
 def job_request(job: Job) -> np.ndarray:
     """Resources of the job's pending tasks (what it asks its queue for). Cached per job version."""
-    cached = job.memo.get("request")
-    if cached is not None and cached[0] == job.version:
-        return cached[1]
+    return job.cached("request", job.version, lambda: _pending_request(job))
+
+
+def _pending_request(job: Job) -> np.ndarray:
     out = np.zeros(3)
     for t in job.tasks:
         if t.status == PodStatus.PENDING:
             out += t.request_quota()
-    job.memo["request"] = (job.version, out)
     return out
 
 
@@ -221,13 +221,12 @@ def job_allocated(job: Job) -> np.ndarray:
     original's version, not the clone's (a Job's task list itself never changes)."""
     if not job.tasks:
         return np.zeros(3)
-    owner = job.tasks[0].job
-    cached = job.memo.get("allocated")
-    if cached is not None and cached[0] == owner.version:
-        return cached[1]
+    return job.cached("allocated", job.tasks[0].job.version, lambda: _allocated_share(job))
+
+
+def _allocated_share(job: Job) -> np.ndarray:
     total = np.zeros(3)
     for t in job.tasks:
         if t.status & ALLOCATED:
             total += t.quota_vector()
-    job.memo["allocated"] = (owner.version, total)
     return total

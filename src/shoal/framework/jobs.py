@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,6 +137,16 @@ class Job:
     @property
     def preemptible(self) -> bool:
         return self.pg.preemptible
+
+    def cached(self, name: str, version: int, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """`compute()`, memoised under `name` until `version` changes. Callers pass the version that
+        invalidates the value: usually this job's; a clone's values depend on its owner's."""
+        hit = self.memo.get(name)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = compute()
+        self.memo[name] = (version, value)
+        return value
 
     def active_allocated(self) -> int:
         return sum(ps.active_allocated for ps in self.pod_sets.values())
