@@ -12,7 +12,6 @@ from shoal.framework.jobs import Task
 from shoal.framework.session import Session
 from shoal.model import GpuRequest
 from shoal.policy.fragaware import FragAwareWeights, MixEntry, encode_mix, ss_level_counts
-from shoal.sim.fgd.cluster import Cluster, PodKind
 from shoal.sim.fgd.fragaware_policy import FragAwarePolicy
 from shoal.sim.fgd.runner import simulate
 from shoal.sim.fgd.workload import Arrivals, typical_pods
@@ -59,21 +58,10 @@ def test_sum_of_squares_term_changes_the_chosen_node(ss: str, expected: str) -> 
 def replay_nodes(sizes: list[int], nodes: int, gpus: int, ss: float) -> list[str]:
     """Node of each placed pod, in arrival order, in the FGD replay (node order n0, n1, ...)."""
     pods = [OpenbPod(f"p{i}", CPU, 1024, 1, m, ()) for i, m in enumerate(sizes)]
-    out: list[str] = []
-    original = Cluster.place
-
-    def record(self: Cluster, n: int, kind: PodKind, memory: int, device: int) -> None:
-        out.append(self.names[n])
-        original(self, n, kind, memory, device)
-
-    Cluster.place = record  # type: ignore[method-assign]
-    try:
-        cluster = [OpenbNode(f"n{k}", 96_000, 1 << 20, gpus, "G2") for k in range(nodes)]
-        simulate(Arrivals(pods, cluster, list(range(nodes))),
-                 FragAwarePolicy(typical_pods(pods), FragAwareWeights(ss=ss)))
-    finally:
-        Cluster.place = original  # type: ignore[method-assign]
-    return out
+    cluster = [OpenbNode(f"n{k}", 96_000, 1 << 20, gpus, "G2") for k in range(nodes)]
+    trace = simulate(Arrivals(pods, cluster, list(range(nodes))),
+                     FragAwarePolicy(typical_pods(pods), FragAwareWeights(ss=ss)))
+    return trace.placed_names()
 
 
 def core_nodes(sizes: list[int], nodes: int, gpus: int, ss: float) -> list[str]:

@@ -24,20 +24,10 @@ def pod(name: str, num_gpu: int = 1, milli: int = 1000, cpu: int = 4000, mem: in
 
 
 def placements(policy: str, nodes: list[OpenbNode], pods: list[OpenbPod], priority: list[int]) -> list[str]:
-    """Name of the node each pod lands on ('-' = failed), by replaying with a recording cluster."""
+    """Name of the node of each placed pod, in order (failed pods are left out)."""
     arrivals = Arrivals(pods, nodes, priority)
-    out: list[str] = []
-    original = Cluster.place
-
-    def record(self: Cluster, n: int, kind: PodKind, memory: int, device: int) -> None:
-        out.append(self.names[n])
-        original(self, n, kind, memory, device)
-
-    Cluster.place = record  # type: ignore[method-assign]
-    try:
-        trace = simulate(arrivals, policy_registry()[policy](typical_pods(pods), make_stream("go", 1)))
-    finally:
-        Cluster.place = original  # type: ignore[method-assign]
+    trace = simulate(arrivals, policy_registry()[policy](typical_pods(pods), make_stream("go", 1)))
+    out = trace.placed_names()
     assert trace.failed == len(pods) - len(out)
     return out
 

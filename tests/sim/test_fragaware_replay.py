@@ -26,20 +26,9 @@ def pod(name: str, num_gpu: int = 1, milli: int = 1000, cpu: int = 4000, spec: t
 def placements(policy: str, nodes: list[OpenbNode], pods: list[OpenbPod], mix: list[OpenbPod] | None = None,
                priority: list[int] | None = None) -> list[str]:
     """Node of each placed pod, in order; the typical pods come from ``mix`` (default: ``pods``)."""
-    out: list[str] = []
-    original = Cluster.place
-
-    def record(self: Cluster, n: int, kind: PodKind, memory: int, device: int) -> None:
-        out.append(self.names[n])
-        original(self, n, kind, memory, device)
-
-    Cluster.place = record  # type: ignore[method-assign]
-    try:
-        arrivals = Arrivals(pods, nodes, priority or list(range(len(nodes))))
-        simulate(arrivals, policy_registry()[policy](typical_pods(mix or pods), make_stream("go", 1)))
-    finally:
-        Cluster.place = original  # type: ignore[method-assign]
-    return out
+    arrivals = Arrivals(pods, nodes, priority or list(range(len(nodes))))
+    policy_obj = policy_registry()[policy](typical_pods(mix or pods), make_stream("go", 1))
+    return simulate(arrivals, policy_obj).placed_names()
 
 
 def test_both_policies_are_registered() -> None:

@@ -7,7 +7,7 @@ part of the kind: it is checked when the winner is chosen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,13 @@ class RunTrace:
     allocated_milli: IntArray
     total_gpu_milli: int
     failed: int
+    #: Node (index into `node_names`, the cluster's priority order) of each successful placement, in order.
+    placed: list[int] = field(default_factory=list)
+    node_names: list[str] = field(default_factory=list)
+
+    def placed_names(self) -> list[str]:
+        """Name of the node of each successful placement, in arrival order."""
+        return [self.node_names[i] for i in self.placed]
 
 
 @dataclass(slots=True)
@@ -96,7 +103,7 @@ def simulate(arrivals: Arrivals, policy: Policy) -> RunTrace:
         total += kind.gpu_request
         arrived[e] = total
         allocated[e] = cluster.allocated_milli
-    return RunTrace(arrived, allocated, cluster.total_gpu_milli, failed)
+    return RunTrace(arrived, allocated, cluster.total_gpu_milli, failed, log, cluster.names)
 
 
 @dataclass(frozen=True, slots=True)
