@@ -19,8 +19,9 @@ logger = logging.getLogger(__name__)
 HELP = """\
 Schedule the pods whose spec.schedulerName is NAME (default kai-scheduler, so KAI manifests run
 unchanged), using KAI's CRDs (Queue, PodGroup, Topology; install them with `shoal install-crds`).
-Credentials come from --kubeconfig, else $KUBECONFIG / ~/.kube/config, else the in-cluster
-service account. With leader election (the default) several instances may run; one schedules.
+Credentials come from --kubeconfig, else $KUBECONFIG, else the in-cluster service account (the
+mounted token and KUBERNETES_SERVICE_HOST/PORT), else ~/.kube/config. With leader election (the
+default) several instances may run; one schedules.
 """
 
 

@@ -24,12 +24,28 @@ COMMAND_MODULES = (
 )
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: computed only when asked (it may run git), printed on stdout."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from shoal.cli.version import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shoal",
         description="shoal: a Kubernetes-native batch scheduler for GPU and AI workloads (KAI-compatible).",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print the version and the git commit it was built from, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 from lightkube import KubeConfig
+from lightkube.config import models as kubeconfig_models
 from lightkube.config.client_adapter import AsyncClient, ConnectionParams
 
 logger = logging.getLogger(__name__)
@@ -64,15 +67,40 @@ PODGROUPS = Resource("/apis/scheduling.run.ai/v2alpha2", "podgroups", True)
 TOPOLOGIES = Resource("/apis/kai.scheduler/v1alpha1", "topologies", False)
 CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False)
 
+#: Where the kubelet mounts a pod's service-account token, CA and namespace.
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def load_kubeconfig(path: str | None = None, *, environ: Mapping[str, str] | None = None,
+                    service_account: str | Path = SERVICE_ACCOUNT_DIR) -> KubeConfig:
+    """Where the credentials come from, in the order every controller uses: `path` (`--kubeconfig`),
+    else `$KUBECONFIG`, else the in-cluster service account (its mounted token, `ca.crt` and
+    `KUBERNETES_SERVICE_HOST`/`_PORT`), else `~/.kube/config`.
+
+    In-cluster, the token is read from its file again whenever the server answers 401, so a token the
+    kubelet rotates keeps working (lightkube's token-file auth).
+    """
+    env = os.environ if environ is None else environ
+    if path:
+        return KubeConfig.from_file(path)
+    if env.get("KUBECONFIG"):
+        return KubeConfig.from_file(env["KUBECONFIG"])
+    sa = Path(service_account)
+    host, port = env.get("KUBERNETES_SERVICE_HOST", ""), env.get("KUBERNETES_SERVICE_PORT", "")
+    if host and port and (sa / "token").is_file():
+        host = f"[{host}]" if ":" in host else host  # IPv6
+        namespace = (sa / "namespace").read_text().strip() if (sa / "namespace").is_file() else "default"
+        return KubeConfig.from_one(
+            cluster=kubeconfig_models.Cluster(server=f"https://{host}:{port}", certificate_auth=str(sa / "ca.crt")),
+            user=kubeconfig_models.User(token_file=str(sa / "token")), namespace=namespace)
+    return KubeConfig.from_file(Path(env.get("HOME", "~")).expanduser() / ".kube" / "config")
+
 
 class KubeClient:
     """Thin async JSON client over lightkube's configured HTTP client."""
 
     def __init__(self, kubeconfig: str | None = None, *, timeout: float = 30.0, http2: bool = True) -> None:
-        if kubeconfig:
-            config = KubeConfig.from_file(kubeconfig).get()
-        else:
-            config = KubeConfig.from_env().get()
+        config = load_kubeconfig(kubeconfig).get()
         if config is None:
             raise ValueError(f"no usable context in kubeconfig {kubeconfig or '(environment)'}")
         http2 = http2 and _have_h2()
