@@ -5,6 +5,7 @@ The fixtures using them are in conftest.py.
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from lightkube.resources.core_v1 import Namespace, Node, Pod
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "k8s-test-env"
 DEPLOY = REPO / "deploy"
+DATA = REPO / "data"  # reference data copied into the repository (THIRD_PARTY.md)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 T = TypeVar("T")
@@ -43,12 +45,15 @@ def eventually(probe: Callable[[], T | None], timeout: float = 30.0, interval: f
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
-def shared_dir() -> Path | None:
-    """The read-only shared reference dir: $SHOAL_SHARED, ../shared beside the checkout, or /work/shared."""
-    for cand in (os.environ.get("SHOAL_SHARED"), REPO.parent / "shared", "/work/shared"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    return None
+def data_text(rel: str) -> str:
+    """The text of ``data/<rel>`` (the repository's reference data), read from ``<rel>`` or ``<rel>.gz``.
+    The repository carries every file the tests read: a missing one fails the test, never skips it."""
+    path = DATA / rel
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    gz = path.with_name(path.name + ".gz")
+    assert gz.is_file(), f"{path} (nor .gz) is missing from the repository (see THIRD_PARTY.md)"
+    return gzip.decompress(gz.read_bytes()).decode("utf-8")
 
 
 @dataclass(frozen=True)

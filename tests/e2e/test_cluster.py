@@ -19,7 +19,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, Node, Pod
 
-from .cluster import Cluster, KEnv, eventually, node_ready, shared_dir, wait_crd_served
+from .cluster import DATA, Cluster, KEnv, data_text, eventually, node_ready, wait_crd_served
 
 pytestmark = pytest.mark.e2e
 
@@ -196,16 +196,14 @@ def test_scheduler_may_bind_but_not_delete_namespaces(kenv: KEnv) -> None:
 
 
 def _kai_examples() -> list[Any]:
-    shared = shared_dir()
-    if shared is None or not (shared / "kai-examples").is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(reason="shared/kai-examples not found"), id="none")]
-    files = sorted(p for p in (shared / "kai-examples").glob("*.yaml"))
+    files = sorted((DATA / "kai-examples").glob("*.yaml"))
+    assert files, f"no KAI example manifests under {DATA / 'kai-examples'}"
     return [pytest.param(p, id=p.stem) for p in files]
 
 
-def _ensure_crd(cluster: Cluster, path: Path) -> None:
+def _ensure_crd(cluster: Cluster, rel: str) -> None:
     client = cluster.client()
-    for crd in codecs.load_all_yaml(path.read_text()):
+    for crd in codecs.load_all_yaml(data_text(rel)):
         try:
             client.create(crd)
         except ApiError as e:
@@ -218,10 +216,7 @@ def _ensure_crd(cluster: Cluster, path: Path) -> None:
 def test_kai_example_manifest_is_accepted(kenv: KEnv, path: Path) -> None:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     if any(d["kind"] == "PyTorchJob" for d in docs):
-        crd = path.parents[1] / "crds" / "kubeflow-training-operator-v1" / "kubeflow.org_pytorchjobs.yaml"
-        if not crd.is_file():
-            pytest.skip("PyTorchJob CRD not available in shared/crds")
-        _ensure_crd(kenv.cluster, crd)
+        _ensure_crd(kenv.cluster, "crds/kubeflow-training-operator-v1/kubeflow.org_pytorchjobs.yaml")
     for doc in docs:
         obj = codecs.from_dict(copy.deepcopy(doc)) if doc["kind"] != "PyTorchJob" else _generic(doc)
         if doc["kind"] == "Queue":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Namespace, Pod
 
-from .cluster import KEnv, shared_dir
+from .cluster import KEnv, data_text
 from .scheduler_fixtures import (
     PodGroupRes,
     QueueRes,
@@ -32,10 +31,7 @@ GPU_MEMORY_LABELS = {"nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.count": "
 
 
 def _example(name: str) -> list[dict[str, Any]]:
-    root = shared_dir()
-    if root is None or not (root / "kai-examples" / name).exists():
-        pytest.skip(f"KAI example {name} not available")
-    return [d for d in yaml.safe_load_all((Path(root) / "kai-examples" / name).read_text()) if d]
+    return [d for d in yaml.safe_load_all(data_text(f"kai-examples/{name}")) if d]
 
 
 def _extra_namespace(kenv: KEnv, suffix: str) -> str:

@@ -1,6 +1,6 @@
 """The pod grouper on the real API server: operator workloads become gang-scheduled PodGroups.
 
-The published CRDs of PyTorchJob, RayCluster, JobSet and LeaderWorkerSet (``../shared/crds/``) are
+The published CRDs of PyTorchJob, RayCluster, JobSet and LeaderWorkerSet (``data/crds/``) are
 created once per session. No operator runs: each test creates the owner object, then what its operator
 would create (pods with the operator's labels and a controller ownerReference; for a JobSet, its Jobs,
 whose pods the real Job controller makes). One `shoal run` (with its pod grouper) serves the module.
@@ -23,7 +23,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Event, Pod
 
-from .cluster import Cluster, KEnv, shared_dir, wait_crd_served
+from .cluster import Cluster, KEnv, data_text, wait_crd_served
 from .scheduler_fixtures import (
     PodGroupRes,
     ShoalProcess,
@@ -58,13 +58,6 @@ Manifest = dict[str, Any]
 
 # -- fixtures ----------------------------------------------------------------------------------------------
 
-def _crd_dir() -> Path:
-    root = shared_dir()
-    if root is None or not (root / "crds").is_dir():
-        pytest.skip("../shared/crds not available")
-    return root / "crds"
-
-
 @pytest.fixture(scope="session")
 def workload_crds(cluster: Cluster) -> None:
     """Create (plain POST: client-side apply would overflow the annotation limit) the four operator CRDs
@@ -72,7 +65,7 @@ def workload_crds(cluster: Cluster) -> None:
     client = cluster.client()
     created: list[Any] = []
     for rel in CRD_FILES:
-        doc = yaml.load((_crd_dir() / rel).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        doc = yaml.load(data_text(f"crds/{rel}"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         crd = codecs.from_dict(doc)
         try:
             created.append(client.create(crd))
@@ -392,11 +385,7 @@ def test_deployment_pods_each_get_their_own_podgroup(kenv: KEnv, grouping_shoal:
 
 
 def _kai_pytorch_example() -> Manifest:
-    root = shared_dir()
-    path = root / "kai-examples" / "batch--pytorch-job.yaml" if root else None
-    if path is None or not path.exists():
-        pytest.skip("KAI example batch--pytorch-job.yaml not available")
-    (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    (doc,) = [d for d in yaml.safe_load_all(data_text("kai-examples/batch--pytorch-job.yaml")) if d]
     return dict(doc)
 
 
@@ -430,7 +419,7 @@ def test_owner_of_a_kind_that_is_not_installed_is_no_error(kenv: KEnv, grouping_
     shoal, client, ns, pool = grouping_shoal, kenv.client, kenv.namespace, kenv.node_prefix
     try:
         client.get(CustomResourceDefinition, "tfjobs.kubeflow.org")
-        pytest.skip("the TFJob CRD is installed in this cluster")
+        pytest.fail("the TFJob CRD is installed in the test cluster: this test needs a kind that is not")
     except ApiError as e:
         if e.status.code != 404:
             raise

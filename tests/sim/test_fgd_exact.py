@@ -7,13 +7,12 @@ from functools import cache
 
 import pytest
 
+from shoal.sim.datafiles import PACKAGE_TRACES
 from shoal.sim.fgd.metrics import allocation_curve, unallocated_curve
 from shoal.sim.fgd.published import published_allocation
 from shoal.sim.fgd.runner import Workload, load_workload, run_once
-from shoal.sim.openb import OPENB_DIR, default_traces_dir
 
-TRACES = default_traces_dir()
-pytestmark = pytest.mark.skipif(not (TRACES / OPENB_DIR).is_dir(), reason=f"no traces at {TRACES}")
+TRACES = PACKAGE_TRACES  # the traces shipped with shoal (not $SHOAL_TRACES): what users get
 
 # traces.md §3.5: default, unallocated GPU % at 100% arrival, seeds 42..51.
 PUBLISHED_AT_100 = {

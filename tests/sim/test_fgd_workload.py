@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from shoal.sim.datafiles import PACKAGE_TRACES
 from shoal.sim.fgd.streams import make_stream
 from shoal.sim.fgd.workload import TUNE_RATIO, build_arrivals, typical_pods
 from shoal.sim.openb import (
@@ -13,14 +14,12 @@ from shoal.sim.openb import (
     OPENB_DIR,
     OpenbNode,
     OpenbPod,
-    default_traces_dir,
     load_nodes,
     load_pods,
     pod_file,
 )
 
-TRACES = default_traces_dir()
-pytestmark = pytest.mark.skipif(not (TRACES / OPENB_DIR).is_dir(), reason=f"no traces at {TRACES}")
+TRACES = PACKAGE_TRACES  # the traces shipped with shoal (not $SHOAL_TRACES): what users get
 
 
 def _load(workload: str) -> tuple[list[OpenbNode], list[OpenbPod]]:

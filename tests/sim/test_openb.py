@@ -6,24 +6,22 @@ from pathlib import Path
 
 import pytest
 
+from shoal.sim.datafiles import PACKAGE_TRACES
 from shoal.sim.openb import (
     NODE_FILE,
     OPENB_DIR,
     OpenbFormatError,
-    default_traces_dir,
     load_nodes,
     load_pods,
     pod_file,
 )
 
-TRACES = default_traces_dir()
-needs_traces = pytest.mark.skipif(not (TRACES / OPENB_DIR).is_dir(), reason=f"no traces at {TRACES}")
+TRACES = PACKAGE_TRACES  # the traces shipped with shoal (not $SHOAL_TRACES): what users get
 
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
 
 
-@needs_traces
 def test_gpu_node_list_totals() -> None:
     nodes = load_nodes(TRACES / OPENB_DIR / NODE_FILE)
     assert len(nodes) == 1213
@@ -31,7 +29,6 @@ def test_gpu_node_list_totals() -> None:
     assert sum(n.cpu_milli for n in nodes) == 107_018_000
 
 
-@needs_traces
 @pytest.mark.parametrize(
     ("workload", "pods", "gpu_milli_total"),
     [
@@ -47,7 +44,6 @@ def test_pod_lists_load(workload: str, pods: int, gpu_milli_total: int | None) -
         assert sum(p.gpu_request_milli for p in loaded) == gpu_milli_total
 
 
-@needs_traces
 def test_gpuspec_constraints_are_parsed() -> None:
     pods = load_pods(pod_file(TRACES, "gpuspec33"))
     specs = {p.gpu_spec for p in pods}

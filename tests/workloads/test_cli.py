@@ -11,7 +11,7 @@ from workload_fixtures import DATA
 from shoal.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-KAI_EXAMPLES = REPO.parent / "shared" / "kai-examples"
+KAI_EXAMPLES = REPO / "data" / "kai-examples"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -20,7 +20,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.mark.skipif(not KAI_EXAMPLES.is_dir(), reason="../shared/kai-examples not present")
 def test_kai_pytorch_example(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, str(KAI_EXAMPLES / "batch--pytorch-job.yaml"))
     assert (code, err) == (0, "")

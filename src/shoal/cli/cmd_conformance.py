@@ -18,7 +18,7 @@ from shoal.conformance.runner import Result, collect, load, run
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("conformance", help="run KAI scheduling scenarios (YAML) and check the expected outcome",
                        description="Run scenario files or directories of the KAI corpus "
-                                   "(schema: shared/conformance/README.md). Exit 0 only if every scenario passed.")
+                                   "(schema: data/conformance/README.md). Exit 0 only if every scenario passed.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or directories")
     p.add_argument("--json", metavar="FILE", help="write results as JSON ('-' = stdout)")
     p.add_argument("--failures", type=int, default=40, metavar="N", help="list at most N failures (default 40)")

@@ -17,12 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from shoal.sim.datafiles import locate, missing_message
 from shoal.sim.fgd.experiment import CellResult, RunResult, run_grid
 from shoal.sim.fgd.policies import PAPER_POLICIES, policy_registry
 from shoal.sim.fgd.published import published_allocation
 from shoal.sim.fgd.streams import RNG_KINDS
 from shoal.sim.fgd.workload import WORKLOADS
-from shoal.sim.openb import default_traces_dir
+from shoal.sim.openb import NODE_FILE, OPENB_DIR, OpenbFormatError, default_traces_dir, pod_file
 
 Published = dict[tuple[str, str, int], list[float | None]]
 
@@ -62,8 +63,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--json", type=Path, help="write the results as JSON to this file")
     p.add_argument("--traces", type=Path, default=None,
-                   help="traces directory (default: $SHOAL_TRACES or ../shared/traces next to the repo)")
+                   help="traces directory (default: $SHOAL_TRACES, else the traces shipped with shoal)")
     p.set_defaults(func=run)
+
+
+def missing_trace(traces: Path, workloads: list[str], given: bool) -> str | None:
+    """A one-line message for the first trace file the runs need that is absent (plain or ``.gz``),
+    or None if every one is there."""
+    for path in [traces / OPENB_DIR / NODE_FILE, *(pod_file(traces, w) for w in workloads)]:
+        if locate(path) is None:
+            where = " (from --traces; leave it out to use the traces shipped with shoal)" if given else ""
+            return f"shoal fgd: {missing_message(path, 'trace')}{where}"
+    return None
 
 
 def _load_published(traces: Path) -> Published:
@@ -114,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
     known_policies = list(policies)
     chosen = _names(args.policy, known_policies, "policy") if args.policy else (
         list(PAPER_POLICIES) if args.grid else ["fgd"])
+    problem = missing_trace(traces, workloads, args.traces is not None)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     total = len(workloads) * len(chosen) * len(args.seeds)
     start = time.perf_counter()
     with Progress(TextColumn("[bold]fgd"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -123,7 +138,12 @@ def run(args: argparse.Namespace) -> int:
         def on_done(r: RunResult) -> None:
             progress.update(task, advance=1, description=f"{r.workload}/{r.policy}/{r.seed}")
 
-        cells = run_grid(traces, workloads, chosen, args.seeds, args.rng, max(1, args.jobs), on_done)
+        try:
+            cells = run_grid(traces, workloads, chosen, args.seeds, args.rng, max(1, args.jobs), on_done)
+        except OpenbFormatError as err:  # a malformed trace file: file:line and the problem
+            progress.stop()
+            print(f"shoal fgd: {err}", file=sys.stderr)
+            return 2
     wall = time.perf_counter() - start
     console.print(render_table(cells, _load_published(traces), args.rng))
     cpu = sum(r.seconds for c in cells for r in c.runs)

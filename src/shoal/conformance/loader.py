@@ -1,4 +1,4 @@
-"""Scenario YAML (schema: shared/conformance/README.md) -> ClusterSnapshot + SchedulerConfig.
+"""Scenario YAML (schema: data/conformance/README.md) -> ClusterSnapshot + SchedulerConfig.
 
 Reproduces the facts of KAI's test fakes the README lists: creation times from `derived`,
 default gang = all tasks, CPU in cores, memory in bytes, GPU fractions as annotations, running

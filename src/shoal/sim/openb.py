@@ -1,7 +1,8 @@
 """Loaders for the Alibaba GPU trace 2023 ("openb") node and pod lists, with row validation.
 
-Column meanings: ``../shared/traces/README.md`` §1. A malformed row raises :class:`OpenbFormatError`
-naming the file and the 1-based line number, so a bad trace is never silently half-read.
+Column meanings: ``shoal/data/traces/README.md``. Files are read plain or gzip-compressed
+(:mod:`shoal.sim.datafiles`). A missing file or a malformed row raises :class:`OpenbFormatError`
+naming the file (and the 1-based line number), so a bad trace is never silently half-read.
 Only the columns the FGD experiment uses are kept; the time columns are ignored on purpose
 (reference/traces.md §3.1 item 2: pods arrive in a shuffled order and never leave).
 """
@@ -9,9 +10,10 @@ Only the columns the FGD experiment uses are kept; the time columns are ignored 
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from shoal.sim import datafiles
 
 GPU_MODELS = ("P100", "T4", "V100M16", "V100M32", "A10", "G2", "G3")
 MILLI_PER_GPU = 1000
@@ -53,17 +55,14 @@ class OpenbPod:
         return self.num_gpu * self.gpu_milli
 
 
-def default_traces_dir(repo_root: Path | None = None) -> Path:
-    """``$SHOAL_TRACES`` if set, else ``../shared/traces`` relative to the repository root."""
-    env = os.environ.get("SHOAL_TRACES")
-    if env:
-        return Path(env)
-    root = repo_root if repo_root is not None else Path(__file__).resolve().parents[3]
-    return (root / ".." / "shared" / "traces").resolve()
+def default_traces_dir() -> Path:
+    """``$SHOAL_TRACES`` if set, else the traces shipped with shoal (``shoal/data/traces``)."""
+    return datafiles.default_traces_dir()
 
 
 def pod_file(traces: Path, workload: str) -> Path:
-    """Path of the pod list of ``workload`` (e.g. ``default``, ``gpuspec33``)."""
+    """Path of the pod list of ``workload`` (e.g. ``default``, ``gpuspec33``); the file itself may be
+    stored as this path + ``.gz`` (the loaders read both)."""
     return traces / OPENB_DIR / f"openb_pod_list_{workload}.csv"
 
 
@@ -81,10 +80,13 @@ def _int_field(row: dict[str, str], key: str, where: str, lo: int, hi: int) -> i
 
 
 def _read_rows(path: Path, required: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
-    """Rows of a CSV file as (``file:line`` location, row dict); checks the header first."""
-    if not path.is_file():
-        raise OpenbFormatError(f"{path}: no such trace file")
-    with path.open(newline="") as fh:
+    """Rows of a CSV file (plain or ``.gz``) as (``file:line`` location, row dict); checks the header first."""
+    try:
+        fh = datafiles.open_text(path, "trace")
+    except datafiles.DataFileMissing as err:
+        raise OpenbFormatError(str(err)) from None
+    path = datafiles.locate(path) or path
+    with fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []
         missing = [c for c in required if c not in header]

@@ -11,8 +11,8 @@ Schema (all sections documented in docs/simulator.md):
                  full_cycle_every: 0}
     scheduler: {...KAI config...} | PATH
 
-Paths are relative to the scenario file; `${traces}` is the shared traces directory
-(`$SHOAL_TRACES`, else `../shared/traces` next to the repository).
+Paths are relative to the scenario file; `${traces}` is the traces directory (`$SHOAL_TRACES`,
+else the traces shipped with shoal, `shoal/data/traces`). Trace files are read plain or `.gz`.
 """
 
 from __future__ import annotations

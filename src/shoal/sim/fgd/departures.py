@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shoal.sim.datafiles import open_text
 from shoal.sim.fgd.cluster import Cluster, PodKind
 from shoal.sim.fgd.fragaware_policy import FragAwarePolicy
 from shoal.sim.fgd.policies import Policy, PolicyFactory, policy_registry
@@ -55,7 +56,7 @@ class DepartureResult:
 def trace_durations(traces: Path, workload: str) -> dict[str, float]:
     """Pod name -> seconds it ran in the trace (pods without a deletion time are left out)."""
     out: dict[str, float] = {}
-    with pod_file(traces, workload).open(newline="") as fh:
+    with open_text(pod_file(traces, workload), "trace") as fh:
         for row in csv.DictReader(fh):
             created, deleted = int(row["creation_time"] or 0), int(row["deletion_time"] or 0)
             if deleted > created:

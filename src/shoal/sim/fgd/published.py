@@ -1,10 +1,11 @@
-"""The FGD authors' raw result tables (``results/fgd-atc23/``), for comparison with our runs."""
+"""The FGD authors' raw result tables (``results/fgd-atc23/``, plain or ``.gz``), for comparison with our runs."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
+from shoal.sim.datafiles import open_text
 from shoal.sim.fgd.policies import PUBLISHED_NAMES
 
 RESULTS_DIR = Path("results") / "fgd-atc23"
@@ -14,11 +15,12 @@ ALLOC_TABLE = "analysis_allo_discrete.csv"
 def published_allocation(traces: Path) -> dict[tuple[str, str, int], list[float | None]]:
     """(workload, policy, seed) -> allocation % at arrival 0..130, from the authors' table.
 
-    Workload and policy use our names (``default``, ``fgd``); empty cells are None.
+    Workload and policy use our names (``default``, ``fgd``); empty cells are None. A missing table
+    raises :class:`shoal.sim.datafiles.DataFileMissing` (a ``FileNotFoundError``).
     """
     to_ours = {v: k for k, v in PUBLISHED_NAMES.items()}
     out: dict[tuple[str, str, int], list[float | None]] = {}
-    with (traces / RESULTS_DIR / ALLOC_TABLE).open(newline="") as fh:
+    with open_text(traces / RESULTS_DIR / ALLOC_TABLE, "result table") as fh:
         for row in csv.DictReader(fh):
             workload = row["workload"].removeprefix("openb_pod_list_")
             policy = to_ours[row["sc_policy"]]

@@ -1,4 +1,6 @@
-"""Public trace loaders (columns: shared/traces/README.md) into `JobSpec`s.
+"""Public trace loaders (columns: shoal/data/traces/README.md) into `JobSpec`s.
+
+Every trace file is read plain or gzip-compressed (`X` or `X.gz`, see `shoal.sim.datafiles`).
 
 * Philly (`philly.csv`, Pollux preprocessing): `timestamp,duration,num_gpus,gpu_time,cluster`;
   the virtual cluster (VC) becomes the queue (or `queue_map[vc]`), a job larger than a node
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from shoal.sim import datafiles
 from shoal.sim.errors import SimInputError
 from shoal.sim.openb import OpenbFormatError, load_pods
 from shoal.sim.workload import MILLI, JobSpec, check_job, split_gpus
@@ -52,9 +55,12 @@ class TraceOptions:
 
 
 def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
-    if not path.is_file():
-        raise SimInputError(f"{path}: no such file")
-    with path.open(newline="", encoding="utf-8") as fh:
+    try:
+        fh = datafiles.open_text(path, "trace")
+    except datafiles.DataFileMissing as err:
+        raise SimInputError(str(err)) from None
+    path = datafiles.locate(path) or path
+    with fh:
         reader = csv.DictReader(fh)
         missing = [c for c in required if c not in (reader.fieldnames or [])]
         if missing:
