@@ -7,28 +7,9 @@ import pytest
 
 from shoal.cycle import open_session
 from shoal.framework.config import PluginConfig, SchedulerConfig
-from shoal.plugins.minruntime import parse_duration, reclaim_start
+from shoal.plugins.minruntime import reclaim_start
 
 from .reclaim_world import NOW, World, evicted_jobs
-
-
-@pytest.mark.parametrize(("text", "seconds"), [
-    pytest.param("0s", 0.0, id="zero"),
-    pytest.param("90s", 90.0, id="seconds"),
-    pytest.param("10m", 600.0, id="minutes"),
-    pytest.param("1h30m", 5400.0, id="compound"),
-    pytest.param("1.5h", 5400.0, id="fraction"),
-    pytest.param("500ms", 0.5, id="milliseconds"),
-    pytest.param("42", 42.0, id="bare-number"),
-])
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["10x", "m", "1h-5m", "ten minutes"])
-def test_bad_durations_are_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="not a duration"):
-        parse_duration(text)
 
 
 def tree() -> World:

@@ -1,4 +1,4 @@
-"""`shoal run` argument handling that needs no cluster: durations, config and kubeconfig errors."""
+"""`shoal run` argument handling that needs no cluster: config and kubeconfig errors."""
 
 from __future__ import annotations
 
@@ -6,24 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shoal.cli.cmd_run import parse_duration
 from shoal.cli.main import main
-
-
-@pytest.mark.parametrize(("text", "seconds"), [
-    pytest.param("1s", 1.0, id="seconds"),
-    pytest.param("500ms", 0.5, id="milliseconds"),
-    pytest.param("2m", 120.0, id="minutes"),
-    pytest.param("0.25", 0.25, id="bare number is seconds"),
-])
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", [pytest.param("soon", id="word"), pytest.param("1h", id="hours unsupported")])
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="not a duration"):
-        parse_duration(text)
 
 
 @pytest.mark.parametrize(("config", "needle"), [

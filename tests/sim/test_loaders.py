@@ -186,7 +186,7 @@ spec: {parentQueue: dept, priority: 150, reclaimMinRuntime: 10m,
     [
         pytest.param(
             "kind: Queue\nmetadata: {name: a}\nspec: {resources: {gpu: {quota: -2}}}\n",
-            r"q\.yaml:1: spec\.resources\.gpu\.quota: must be -1",
+            r"q\.yaml:1: spec\.resources\.gpu\.quota: -2 is negative \(use -1 for unlimited\)",
             id="quota -2",
         ),
         pytest.param(

@@ -47,7 +47,7 @@ def _scenario(tmp_path: Path, old: str, new: str, jobs: str | None = None) -> Pa
                     )
                 )
             ],
-            r"small-jobs\.csv:3: duration: not a duration: .oops.",
+            r"small-jobs\.csv:3: duration: expected a number of seconds or a duration like 1h30m, got .oops.",
             id="bad job row names file and line",
         ),
         pytest.param(

@@ -43,10 +43,17 @@ from typing import Any
 import yaml
 
 from shoal.framework.config import SchedulerConfig, config_from_dict
+from shoal.kai.units import (
+    PRIORITY_CLASSES,
+    ConvertError,
+    default_preemptible,
+    gpus_request,
+    node_gpu_memory_mib,
+    queue_amount,
+)
 from shoal.model import ClusterSnapshot, GpuRequest, Node, Pod, PodGroup, PodStatus, Queue, QueueResource
-from shoal.model.resources import MILLI, parse_cpu, parse_memory
+from shoal.model.resources import parse_cpu, parse_memory
 
-PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
 NOW = 1_700_000_000.0
 
 
@@ -137,7 +144,7 @@ class _Reader:
                          "nvidia.com/gpu": gpus,
                          "pods": self._get(where, raw, "pods", _nonneg_int, 110)},
             labels=labels,
-            gpu_memory_mib=self._get(where, raw, "gpu_memory", _nonneg_int, 81920) // 100 * 100 or 100,
+            gpu_memory_mib=node_gpu_memory_mib(self._get(where, raw, "gpu_memory", _nonneg_int, 81920)),
         )
 
     def queue(self, i: int, raw: dict[str, Any]) -> Queue:
@@ -167,7 +174,7 @@ class _Reader:
 
         return Queue(name=name, parent=str(raw.get("parent") or ""),
                      priority=self._get(where, raw, "priority", int, 100), creation=NOW + i,
-                     gpu=res("gpu", lambda v: round(float(v) * MILLI)), cpu=res("cpu", parse_cpu),
+                     gpu=res("gpu", lambda v: queue_amount(float(v), "gpu")), cpu=res("cpu", parse_cpu),
                      memory=res("memory", parse_memory))
 
     def job(self, i: int, raw: dict[str, Any], n_jobs: int, nodes: set[str]) -> tuple[PodGroup, list[Pod]]:
@@ -187,7 +194,7 @@ class _Reader:
         min_member = self._get(where, raw, "min_member", _pos_int, n)
         if min_member > n:
             raise self.fail(where, f"min_member: {min_member} is more than the {n} pods")
-        preemptible = bool(raw.get("preemptible", priority < 100))
+        preemptible = bool(raw.get("preemptible", default_preemptible(priority)))
         age = self._get(where, raw, "age_minutes", float, float(n_jobs - i))
         pg = PodGroup(uid=name, name=name, namespace="default", queue=queue, priority=priority,
                       preemptible=preemptible, creation=NOW - age * 60, min_member=min_member)
@@ -217,13 +224,10 @@ class _Reader:
             raise self.fail(where, "gpus and gpu_memory: give one of them, not both")
         if mem:
             return GpuRequest(memory_mib=mem, devices=devices)
-        if gpus < 0:
-            raise self.fail(where, f"gpus: must be >= 0, got {gpus:g}")
-        if 0 < gpus < 1:
-            return GpuRequest(portion_milli=round(gpus * 100) * 10, devices=devices)
-        if gpus != int(gpus):
-            raise self.fail(where, f"gpus: a fraction must be below 1, got {gpus:g}")
-        return GpuRequest(whole=int(gpus))
+        try:
+            return gpus_request(gpus, devices=devices)
+        except ConvertError as err:
+            raise self.fail(where, str(err)) from None
 
 
 def _nonneg_int(v: Any) -> int:

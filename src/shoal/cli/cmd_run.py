@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import yaml
 
 from shoal.framework.config import ConfigError, SchedulerConfig, config_from_dict
+from shoal.kai.units import parse_duration
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +47,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def parse_duration(text: str) -> float:
-    """`1s`, `500ms`, `2m`, or plain seconds -> seconds; ValueError on anything else."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
-    if not m:
-        raise ValueError(f"not a duration: {text!r} (try 1s or 500ms)")
-    value = float(m.group(1))
-    return value / 1000 if m.group(2) == "ms" else value * 60 if m.group(2) == "m" else value
-
-
 def load_config(path: str | None) -> SchedulerConfig:
     """The config file (KAI format), checked by opening a session on an empty cluster: an unknown
     plugin fails here, at start-up, instead of in every cycle."""
@@ -79,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         period = parse_duration(args.period)
+        if period < 0:
+            raise ValueError(f"--period {args.period!r}: must not be negative")
         config = load_config(args.config)
     except (ValueError, ConfigError, OSError, yaml.YAMLError) as e:
         print(f"shoal run: {e}")

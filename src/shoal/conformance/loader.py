@@ -11,6 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.framework.config import PluginConfig, SchedulerConfig
+from shoal.kai.units import (
+    GPU_MEMORY_FLOOR_MIB,
+    fraction_request,
+    gpu_fraction_milli,
+    node_gpu_memory_mib,
+    preemptibility,
+    queue_amount,
+)
 from shoal.model import (
     AffinityTerm,
     ClusterSnapshot,
@@ -27,7 +35,7 @@ from shoal.model import (
     TopologyConstraint,
 )
 from shoal.model.dra import ResourceClaim, pod_dra_gpus
-from shoal.model.resources import GPU, MILLI
+from shoal.model.resources import GPU
 from shoal.model.status import ALLOCATED
 
 NOW = 1_700_000_000.0
@@ -144,7 +152,7 @@ def _node(name: str, nd: dict[str, Any], raw: dict[str, Any]) -> Node:
         name=name,
         allocatable=allocatable,
         labels=labels,
-        gpu_memory_mib=int(nd.get("gpu_memory", 100)) // 100 * 100 or 100,
+        gpu_memory_mib=node_gpu_memory_mib(int(nd.get("gpu_memory", GPU_MEMORY_FLOOR_MIB))),
         gpu_memory_synced=bool(raw.get("gpu_memory_synced", True)),
         mig_strategy=strategy,
         mig_enabled=labels.get("node-role.kubernetes.io/mig-enabled") == "true",
@@ -154,14 +162,13 @@ def _node(name: str, nd: dict[str, Any], raw: dict[str, Any]) -> Node:
 def _queue(q: dict[str, Any]) -> Queue:
     res = q.get("resources")
 
-    def rr(name: str, scale: int) -> QueueResource:
+    def rr(name: str) -> QueueResource:
         if res is None:
             return QueueResource(0, 0, 0.0)
         r = res.get(name) or {}
 
         def conv(v: Any) -> int:
-            v = float(v if v is not None else -1)
-            return -1 if v == -1 else round(v * scale)
+            return queue_amount(float(v if v is not None else -1), name)
         return QueueResource(conv(r.get("quota", -1)), conv(r.get("limit", -1)),
                              float(r.get("over_quota_weight", 1)))
 
@@ -170,9 +177,9 @@ def _queue(q: dict[str, Any]) -> Queue:
         parent=q.get("parent_queue") or "",
         priority=100 if q.get("priority") is None else int(q["priority"]),
         creation=NOW + float(q.get("creation_offset_minutes", 0)) * MINUTE,
-        gpu=rr("gpu", MILLI),
-        cpu=rr("cpu", 1),
-        memory=rr("memory", 1_000_000),
+        gpu=rr("gpu"),
+        cpu=rr("cpu"),
+        memory=rr("memory"),
     )
 
 
@@ -181,8 +188,11 @@ def _gpu_request(req: dict[str, Any], override: int | None) -> GpuRequest:
         return GpuRequest(whole=int(override))
     mem = int(req.get("gpu_memory", 0) or 0)
     devices = int(req.get("gpu_fraction_devices", 1) or 1)
+    if req.get("gpu_fraction") and not mem:
+        return fraction_request(float(req["gpu_fraction"]), devices, "task_request.gpu_fraction")
     if req.get("gpu_fraction"):
-        portion = round(float(req["gpu_fraction"]) * 100) * 10
+        # KAI's test fakes may set the fraction and the memory side by side, unchecked.
+        portion = gpu_fraction_milli(float(req["gpu_fraction"]))
         return GpuRequest(portion_milli=portion, devices=devices, memory_mib=mem)
     if mem:
         return GpuRequest(memory_mib=mem, devices=devices)
@@ -201,11 +211,10 @@ def _job(raw: dict[str, Any], dj: dict[str, Any]) -> tuple[PodGroup, list[Pod]]:
     if root:
         root_topology = _constraint(root.get("topology_constraint"))
         pod_sets = _tree_pod_sets(root, "", pod_sets, sub_sets)
+    priority = int(raw.get("priority", 0))
     pg = PodGroup(
         uid=name, name=name, namespace=raw.get("namespace", "") or "", queue=raw["queue_name"],
-        priority=int(raw.get("priority", 0)),
-        preemptible=(dj.get("preemptibility") or ("preemptible" if int(raw.get("priority", 0)) < 100
-                                                   else "non-preemptible")) == "preemptible",
+        priority=priority, preemptible=preemptibility(dj.get("preemptibility"), priority, "preemptibility"),
         creation=NOW + float(dj.get("creation_offset_minutes", 0)) * MINUTE,
         pod_sets=pod_sets, sub_group_sets=sub_sets, topology=root_topology,
     )

@@ -24,9 +24,16 @@ from datetime import UTC, datetime
 from functools import partial
 
 from shoal.framework.decisions import Bind, Decisions, Evict, GangExplanation
+from shoal.kai.names import (
+    GPU_GROUP_LABEL,
+    LAST_START_ANNOTATION,
+    PODGROUP_API,
+    QUEUE_API,
+    STALE_ANNOTATION,
+    TOPOLOGY_API,
+)
 from shoal.kube.cache import ClusterCache, Problem
 from shoal.kube.client import EVENTS, PODGROUPS, PODS, QUEUES, ApiError, KubeClient
-from shoal.kube.convert import GPU_GROUP_LABEL, LAST_START_ANNOTATION, STALE_ANNOTATION
 from shoal.kube.metrics import SchedulerMetrics
 
 logger = logging.getLogger(__name__)
@@ -273,8 +280,7 @@ class Applier:
         """Record a core/v1 Event; failures are logged, never raised (events are best effort)."""
         ns = namespace or "default"
         now = rfc3339()
-        api = {"Pod": "v1", "Queue": "scheduling.run.ai/v2", "PodGroup": "scheduling.run.ai/v2alpha2",
-               "Topology": "kai.scheduler/v1alpha1"}.get(kind, "v1")
+        api = {"Pod": "v1", "Queue": QUEUE_API, "PodGroup": PODGROUP_API, "Topology": TOPOLOGY_API}.get(kind, "v1")
         ev = {"metadata": {"generateName": f"{name}.", "namespace": ns},
               "involvedObject": {"kind": kind, "namespace": namespace or None, "name": name, "uid": uid or None,
                                  "apiVersion": api},

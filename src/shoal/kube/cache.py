@@ -22,16 +22,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shoal.kube.convert import (
-    JSON,
-    PODGROUP_ANNOTATION,
-    ConvertError,
-    meta,
-    node_from,
-    pod_from,
-    pod_requests,
-)
-from shoal.kube.convert_crds import implicit_podgroup, implicit_uid, podgroup_from, queue_from, topology_from
+from shoal.kai.crds import implicit_podgroup, implicit_uid, podgroup_from, queue_from, topology_from
+from shoal.kai.names import PODGROUP_ANNOTATION
+from shoal.kai.nodes import node_from
+from shoal.kai.objects import JSON, meta
+from shoal.kai.pods import pod_from, pod_requests
+from shoal.kai.units import ConvertError
 from shoal.model.node import Node
 from shoal.model.pod import GpuRequest, Pod
 from shoal.model.podgroup import PodGroup

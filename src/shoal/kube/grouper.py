@@ -17,9 +17,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from shoal.kai.names import PODGROUP_ANNOTATION
+from shoal.kai.objects import meta
 from shoal.kube.cache import ClusterCache
 from shoal.kube.client import EVENTS, JSON, PODGROUPS, PODS, ApiError, KubeClient
-from shoal.kube.convert import PODGROUP_ANNOTATION, meta
 from shoal.workloads import WorkloadError, controller_owner, derive_podgroups, pod_assignment, pod_metadata_patch
 from shoal.workloads.owners import MAX_OWNER_DEPTH, OwnerKey
 

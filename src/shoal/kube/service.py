@@ -23,6 +23,7 @@ from shoal.framework.config import SchedulerConfig
 from shoal.framework.decisions import Decisions
 from shoal.framework.podmix import PodMixTracker, with_mix
 from shoal.framework.session import Session
+from shoal.kai.objects import meta
 from shoal.kube.applier import Applier, ApplyStats
 from shoal.kube.cache import OTHER_JOB, ClusterCache
 from shoal.kube.client import (
@@ -36,7 +37,6 @@ from shoal.kube.client import (
     ApiError,
     KubeClient,
 )
-from shoal.kube.convert import meta
 from shoal.kube.grouper import PodGrouper
 from shoal.kube.informer import Informer
 from shoal.kube.leader import LeaderElector

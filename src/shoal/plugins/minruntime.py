@@ -18,42 +18,23 @@ rejected.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from shoal.framework.jobs import Job, QueueInfo, Task
 from shoal.framework.session import Session
+from shoal.model.durations import parse_duration
 
 _Runtime = Callable[[Job, Job], float]
 _Filter = Callable[[Session, Job, Job], bool]
 _Validator = Callable[[Session, Job, dict[str, list[Task]]], bool]
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a Go duration (`90s`, `1h30m`, `0`); a bare number is seconds.
-
-    Raises ValueError naming the text when it is not a duration."""
-    t = text.strip()
-    if not t:
-        return 0.0
+def _seconds(args: dict[str, str], key: str) -> float:
+    """A duration argument (unset or empty = 0); ValueError naming the plugin and the argument."""
+    text = args.get(key, "").strip()
     try:
-        return float(t)
-    except ValueError:
-        pass
-    sign = -1.0 if t.startswith("-") else 1.0
-    body = t.lstrip("+-")
-    pos, total = 0, 0.0
-    for m in _PART.finditer(body):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(body) or not body:
-        raise ValueError(f"minruntime: {text!r} is not a duration (e.g. 90s, 10m, 1h30m)")
-    return sign * total
+        return parse_duration(text) if text else 0.0
+    except ValueError as err:
+        raise ValueError(f"minruntime: {key}: {err}") from None
 
 
 def _first_set(q: QueueInfo | None, attr: str) -> float | None:
@@ -94,8 +75,8 @@ def protected(now: float, job: Job, min_runtime: float) -> bool:
 
 
 def open_minruntime(ssn: Session, args: dict[str, str]) -> None:
-    preempt_default = parse_duration(args.get("defaultPreemptMinRuntime", "0s"))
-    reclaim_default = parse_duration(args.get("defaultReclaimMinRuntime", "0s"))
+    preempt_default = _seconds(args, "defaultPreemptMinRuntime")
+    reclaim_default = _seconds(args, "defaultReclaimMinRuntime")
     method = args.get("reclaimResolveMethod", "lca")
     if method not in ("lca", "queue"):
         raise ValueError(f"minruntime: reclaimResolveMethod {method!r}: expected lca or queue")

@@ -18,7 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from shoal.framework.decisions import Decisions
-from shoal.model import ClusterSnapshot, GpuRequest, Node, Pod, PodGroup, PodStatus, Queue, Topology
+from shoal.kai.units import gpus_request
+from shoal.model import ClusterSnapshot, Node, Pod, PodGroup, PodStatus, Queue, Topology
 from shoal.model.topology import TopologyConstraint
 from shoal.sim.workload import MILLI, JobSpec
 
@@ -67,12 +68,7 @@ def make_job(spec: JobSpec, index: int) -> SimJob:
         min_member=spec.pods,
         topology=constraint,
     )
-    if spec.gpu_milli >= MILLI:
-        gpu = GpuRequest(whole=spec.gpu_milli // MILLI)
-    elif spec.gpu_milli > 0:
-        gpu = GpuRequest(portion_milli=spec.gpu_milli)
-    else:
-        gpu = GpuRequest()
+    gpu = gpus_request(spec.gpu_milli / MILLI)
     pods = [
         Pod(
             uid=f"{uid}-{i}",

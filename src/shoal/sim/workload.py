@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shoal.kai.units import PRIORITY_CLASSES, default_preemptible, gpu_fraction_milli
+from shoal.model.resources import MILLI
 from shoal.sim.errors import SimInputError
 
-#: KAI's shipped priority classes: name -> (value, preemptible) (kai-spec §5.5).
-PRIORITY_CLASSES: dict[str, tuple[int, bool]] = {
-    "train": (50, True),
-    "build-preemptible": (75, True),
-    "build": (100, False),
-    "inference": (125, False),
-}
-MILLI = 1000
+#: KAI's GPU fractions have a 0.01-GPU resolution.
+_FRACTION_STEP = MILLI // 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +18,9 @@ class JobSpec:
 
     `arrival` and `duration` are seconds on the simulation clock (0 = start); `duration` is the
     run time once the whole gang runs (an evicted gang restarts from scratch: no checkpoints).
-    `gpu_milli` is per pod: a multiple of 1000 for whole GPUs, or 1..999 for a fraction of one
-    device. `cpu_milli` and `memory` (bytes) are per pod. `topology`/`required_level` ask the core
-    for a topology constraint (empty = none).
+    `gpu_milli` is per pod: a multiple of 1000 for whole GPUs, or a fraction of one device at
+    KAI's 0.01-GPU resolution (10..990). `cpu_milli` and `memory` (bytes) are per pod.
+    `topology`/`required_level` ask the core for a topology constraint (empty = none).
     """
 
     name: str
@@ -42,11 +38,12 @@ class JobSpec:
 
     @property
     def priority(self) -> int:
-        return PRIORITY_CLASSES[self.priority_class][0]
+        return PRIORITY_CLASSES[self.priority_class]
 
     @property
     def preemptible(self) -> bool:
-        return PRIORITY_CLASSES[self.priority_class][1]
+        """KAI derives it from the priority class's value (< 100: preemptible)."""
+        return default_preemptible(self.priority)
 
     @property
     def total_gpu_milli(self) -> int:
@@ -66,6 +63,8 @@ def check_job(job: JobSpec, where: str) -> None:
         problems.append(
             f"gpus: a pod asks for whole GPUs or a fraction below 1 (got {job.gpu_milli / MILLI:g})"
         )
+    elif job.gpu_milli % _FRACTION_STEP:
+        problems.append(f"gpus: KAI counts a fraction in 0.01 GPU (got {job.gpu_milli / MILLI:g})")
     if job.priority_class not in PRIORITY_CLASSES:
         problems.append(
             f"priority_class: unknown {job.priority_class!r} (known: {', '.join(PRIORITY_CLASSES)})"
@@ -85,7 +84,7 @@ def split_gpus(total_gpus: float, max_per_pod: int) -> tuple[int, int]:
     if total_gpus <= 0:
         return 1, 0
     if total_gpus < 1:
-        return 1, max(1, round(total_gpus * MILLI))
+        return 1, max(_FRACTION_STEP, gpu_fraction_milli(total_gpus))
     pods = -(-int(total_gpus) // max_per_pod) if max_per_pod > 0 else 1
     per_pod = -(-int(total_gpus) // pods)
     return pods, per_pod * MILLI

@@ -3,7 +3,8 @@
 CSV columns (header required; order free): `name,arrival,duration,queue,gpus` and optionally
 `pods` (gang size, default 1), `cpu` (per pod, cores or `500m`), `memory` (per pod, `8Gi`),
 `priority_class` (train, build-preemptible, build, inference), `topology`, `required_level`,
-`preferred_level`. `gpus` is per pod: whole GPUs (`2`) or a fraction of one GPU (`0.5`).
+`preferred_level`. `gpus` is per pod: whole GPUs (`2`) or a fraction of one GPU (`0.5`; KAI counts fractions in
+0.01 GPU, so `0.333` is 0.33).
 `arrival` and `duration` are seconds (or `1h30m`-style strings). YAML: a list (or `jobs:`) of
 mappings with the same keys.
 """
@@ -14,10 +15,11 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from shoal.kai.units import ConvertError, gpus_request
 from shoal.model.resources import parse_cpu, parse_memory
 from shoal.sim.errors import SimInputError
 from shoal.sim.loaders.yamlio import duration, load_docs, number, where
-from shoal.sim.workload import MILLI, JobSpec, check_job
+from shoal.sim.workload import JobSpec, check_job
 
 REQUIRED = ("name", "arrival", "duration", "queue", "gpus")
 OPTIONAL = ("pods", "cpu", "memory", "priority_class", "topology", "required_level", "preferred_level")
@@ -31,9 +33,11 @@ def job_from_mapping(raw: dict[str, Any], at: str) -> JobSpec:
     unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
         raise SimInputError(f"{at}: unknown field(s) {', '.join(sorted(unknown))}")
-    gpus = number(raw["gpus"], at, "gpus", minimum=0)
-    if gpus > 1 and gpus != int(gpus):
-        raise SimInputError(f"{at}: gpus: a pod asks for whole GPUs or a fraction below 1, got {gpus:g}")
+    try:
+        # KAI's rule (0.01-GPU resolution), so a job simulated is the job the live scheduler sees.
+        gpu = gpus_request(number(raw["gpus"], at, "gpus", minimum=0))
+    except ConvertError as err:
+        raise SimInputError(f"{at}: {err}") from None
     try:
         cpu = parse_cpu(raw.get("cpu", 1))
     except ValueError as err:
@@ -51,7 +55,7 @@ def job_from_mapping(raw: dict[str, Any], at: str) -> JobSpec:
         duration=duration(raw["duration"], at, "duration"),
         queue=str(raw["queue"]),
         pods=int(pods),
-        gpu_milli=round(gpus * MILLI),
+        gpu_milli=gpu.milli,
         cpu_milli=cpu,
         memory=mem,
         priority_class=str(raw.get("priority_class") or "train"),

@@ -14,6 +14,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from shoal.kai.names import GPU_COUNT_NODE_LABEL, GPU_MEMORY_NODE_LABEL, GPU_PRODUCT_NODE_LABEL
+from shoal.kai.units import node_gpu_memory_mib
 from shoal.model import Node
 from shoal.model.resources import parse_cpu, parse_memory
 from shoal.sim.errors import SimInputError
@@ -47,12 +49,12 @@ def build_node(
     labels = dict(labels or {})
     mem_mib = gpu_memory_mib or GPU_MEMORY_MIB.get(model, 16384)
     if gpus:
-        labels.setdefault("nvidia.com/gpu.count", str(gpus))
-        labels.setdefault("nvidia.com/gpu.memory", str(mem_mib))
+        labels.setdefault(GPU_COUNT_NODE_LABEL, str(gpus))
+        labels.setdefault(GPU_MEMORY_NODE_LABEL, str(mem_mib))
         if model:
-            labels.setdefault("nvidia.com/gpu.product", model)
+            labels.setdefault(GPU_PRODUCT_NODE_LABEL, model)
     alloc = {"cpu": cpu_milli, "memory": memory, "nvidia.com/gpu": gpus, "pods": 110}
-    return Node(name=name, allocatable=alloc, labels=labels, gpu_memory_mib=mem_mib // 100 * 100)
+    return Node(name=name, allocatable=alloc, labels=labels, gpu_memory_mib=node_gpu_memory_mib(mem_mib))
 
 
 def _quantity(value: object, at: str, field: str, parse: Any) -> int:

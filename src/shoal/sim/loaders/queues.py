@@ -7,69 +7,64 @@ unlimited. Core units: GPU milli, CPU milli, memory bytes. Also accepts the shor
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from shoal.model import Queue, QueueResource
+from shoal.kai.crds import queue_from
+from shoal.kai.names import QUEUE_API
+from shoal.kai.units import QUEUE_UNITS, ConvertError
+from shoal.model import Queue
 from shoal.sim.errors import SimInputError
-from shoal.sim.loaders.yamlio import duration, load_docs, mapping, number, where
+from shoal.sim.loaders.yamlio import load_docs, mapping, where
 
-_SCALE = {"gpu": 1000.0, "cpu": 1.0, "memory": 1e6}
+_RESOURCE_FIELDS = {"quota", "limit", "overQuotaWeight", "weight"}
+_SHORT_SPEC = {"priority": "priority", "preemptMinRuntime": "preemptMinRuntime",
+               "reclaimMinRuntime": "reclaimMinRuntime", "displayName": "displayName"}
 
 
-def _resource(raw: object, at: str, field: str, scale: float) -> QueueResource:
-    r = mapping(raw, at, field)
-    unknown = set(r) - {"quota", "limit", "overQuotaWeight", "weight"}
-    if unknown:
-        raise SimInputError(f"{at}: {field}: unknown field(s) {', '.join(sorted(unknown))}")
-
-    def amount(key: str) -> int:
-        v = number(r.get(key, -1), at, f"{field}.{key}")
-        if v < 0 and v != -1:
-            raise SimInputError(f"{at}: {field}.{key}: must be -1 (unlimited) or >= 0, got {v:g}")
-        return -1 if v == -1 else round(v * scale)
-
-    weight = number(r.get("overQuotaWeight", r.get("weight", 1)), at, f"{field}.overQuotaWeight", minimum=0)
-    return QueueResource(quota=amount("quota"), limit=amount("limit"), over_quota_weight=weight)
+def _resources(res: dict[str, Any], at: str, prefix: str) -> dict[str, Any]:
+    """The CRD's `spec.resources`, with the short form's `weight` spelled `overQuotaWeight`."""
+    out: dict[str, Any] = {}
+    for r in QUEUE_UNITS:
+        part = mapping(res.get(r), at, prefix + r)
+        unknown = set(part) - _RESOURCE_FIELDS
+        if unknown:
+            raise SimInputError(f"{at}: {prefix}{r}: unknown field(s) {', '.join(sorted(unknown))}")
+        part = dict(part)
+        if "weight" in part:
+            part.setdefault("overQuotaWeight", part.pop("weight"))
+        out[r] = part
+    return out
 
 
 def queue_from_object(obj: dict[str, Any], at: str, index: int) -> Queue:
-    """A Queue CRD object or the short form."""
+    """A Queue CRD object or the short form, decoded by KAI's rules (`shoal.kai.crds.queue_from`).
+
+    The queue's creation time is its position in the file (queues are ordered by it)."""
     if "spec" in obj or "kind" in obj:
         if obj.get("kind") not in (None, "Queue"):
             raise SimInputError(f"{at}: kind: expected Queue, got {obj.get('kind')!r}")
         api = obj.get("apiVersion")
-        if api not in (None, "scheduling.run.ai/v2"):
-            raise SimInputError(f"{at}: apiVersion: expected scheduling.run.ai/v2, got {api!r}")
+        if api not in (None, QUEUE_API):
+            raise SimInputError(f"{at}: apiVersion: expected {QUEUE_API}, got {api!r}")
         name = mapping(obj.get("metadata"), at, "metadata").get("name")
-        spec = mapping(obj.get("spec"), at, "spec")
-        res = mapping(spec.get("resources"), at, "spec.resources")
-        parent, prefix = spec.get("parentQueue") or "", "spec.resources."
+        spec = dict(mapping(obj.get("spec"), at, "spec"))
+        spec["resources"] = _resources(mapping(spec.get("resources"), at, "spec.resources"), at, "spec.resources.")
     else:
-        name, spec, res, prefix = obj.get("name"), obj, obj, ""
-        parent = obj.get("parent") or ""
+        name = obj.get("name")
+        spec = {crd: obj[key] for key, crd in _SHORT_SPEC.items() if obj.get(key) is not None}
+        spec["parentQueue"] = obj.get("parent") or ""
+        spec["resources"] = _resources(obj, at, "")
     if not isinstance(name, str) or not name:
         raise SimInputError(f"{at}: metadata.name: missing")
-    resources = {r: _resource(res.get(r), at, prefix + r, _SCALE[r]) for r in ("gpu", "cpu", "memory")}
-    prio = spec.get("priority", 100)
-    kwargs: dict[str, Any] = {}
-    for key, attr in (
-        ("preemptMinRuntime", "preempt_min_runtime"),
-        ("reclaimMinRuntime", "reclaim_min_runtime"),
-    ):
-        if spec.get(key) is not None:
-            kwargs[attr] = duration(spec[key], at, key)
-    return Queue(
-        name=name,
-        parent=str(parent),
-        priority=int(number(prio, at, "priority")),
-        creation=float(index),
-        display_name=str(spec.get("displayName") or ""),
-        gpu=resources["gpu"],
-        cpu=resources["cpu"],
-        memory=resources["memory"],
-        **kwargs,
-    )
+    if isinstance(spec.get("priority"), float) and spec["priority"] == int(spec["priority"]):
+        spec["priority"] = int(spec["priority"])
+    try:
+        queue = queue_from({"metadata": {"name": name}, "spec": spec})
+    except ConvertError as err:
+        raise SimInputError(f"{at}: {err}") from None
+    return replace(queue, creation=float(index))
 
 
 def queues_from_list(items: list[Any], source: str | Path) -> list[Queue]:

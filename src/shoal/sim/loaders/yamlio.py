@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from shoal.kai.units import parse_duration
 from shoal.sim.errors import SimInputError
 
 
@@ -77,19 +78,14 @@ def number(value: object, at: str, field: str, *, minimum: float | None = None) 
 
 
 def duration(value: object, at: str, field: str) -> float:
-    """Seconds from a number or a `1h30m`/`10m`/`2d`/`45s` string."""
-    if isinstance(value, str) and value and value.strip()[-1:] in "smhdw":
-        total, num = 0.0, ""
-        units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-        for ch in value.strip():
-            if ch.isdigit() or ch == ".":
-                num += ch
-            elif ch in units and num:
-                total += float(num) * units[ch]
-                num = ""
-            else:
-                raise SimInputError(f"{at}: {field}: not a duration: {value!r}")
-        if num:
-            raise SimInputError(f"{at}: {field}: not a duration: {value!r}")
-        return total
-    return number(value, at, field, minimum=0)
+    """Seconds from a number or a duration string (`1h30m`, `10m`, `2d`, `45s`), never negative."""
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise SimInputError(
+            f"{at}: {field}: expected a number of seconds or a duration like 1h30m, got {value!r}") from None
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise SimInputError(f"{at}: {field}: not a number")
+    if seconds < 0:
+        raise SimInputError(f"{at}: {field}: must be >= 0, got {value!r}")
+    return seconds

@@ -6,14 +6,10 @@ from typing import Any
 
 import pytest
 
-from shoal.kube.convert import (
-    ConvertError,
-    gpu_request,
-    node_from,
-    pod_from,
-    pod_status,
-)
-from shoal.kube.convert_crds import implicit_podgroup, podgroup_from, queue_from
+from shoal.kai.crds import implicit_podgroup, podgroup_from, queue_from
+from shoal.kai.nodes import node_from
+from shoal.kai.pods import gpu_request, pod_from, pod_status
+from shoal.kai.units import ConvertError
 from shoal.model.pod import GpuRequest
 from shoal.model.status import PodStatus
 

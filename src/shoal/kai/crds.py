@@ -1,23 +1,14 @@
 """KAI's CRD objects (Queue `scheduling.run.ai/v2`, PodGroup `v2alpha2`, Topology
 `kai.scheduler/v1alpha1`) as plain JSON dicts -> the core's model. Bad fields raise
-`ConvertError` naming the object and the field; pods and nodes are in `shoal.kube.convert`."""
+`ConvertError` naming the field; pods are in `shoal.kai.pods`, nodes in `shoal.kai.nodes`."""
 
 from __future__ import annotations
 
 import math
 
-from shoal.kube.convert import (
-    DEFAULT_PRIORITY,
-    DEFAULT_QUEUE,
-    JSON,
-    LAST_START_ANNOTATION,
-    QUEUE_LABEL,
-    QUEUE_UNITS,
-    STALE_ANNOTATION,
-    ConvertError,
-    meta,
-    timestamp,
-)
+from shoal.kai.names import DEFAULT_QUEUE, LAST_START_ANNOTATION, PREEMPTIBILITY_LABEL, QUEUE_LABEL, STALE_ANNOTATION
+from shoal.kai.objects import JSON, meta, timestamp
+from shoal.kai.units import QUEUE_UNITS, ConvertError, parse_duration, preemptibility, priority_of, queue_amount
 from shoal.model.podgroup import PodGroup, PodSetSpec, SubGroupSetSpec
 from shoal.model.queue import UNLIMITED, Queue, QueueResource
 from shoal.model.topology import Topology, TopologyConstraint
@@ -32,8 +23,8 @@ def queue_from(obj: JSON) -> Queue:
     if not isinstance(resources, dict):
         raise ConvertError("spec.resources: expected a mapping")
     parts: dict[str, QueueResource] = {}
-    for res, unit in QUEUE_UNITS.items():
-        parts[res] = _queue_resource(resources.get(res) or {}, f"spec.resources.{res}", unit)
+    for res in QUEUE_UNITS:
+        parts[res] = _queue_resource(resources.get(res) or {}, f"spec.resources.{res}", res)
     priority = spec.get("priority", 100)
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise ConvertError(f"spec.priority: {priority!r} is not an integer")
@@ -47,7 +38,7 @@ def queue_from(obj: JSON) -> Queue:
     )
 
 
-def _queue_resource(raw: JSON, where: str, unit: int) -> QueueResource:
+def _queue_resource(raw: JSON, where: str, resource: str) -> QueueResource:
     if not isinstance(raw, dict):
         raise ConvertError(f"{where}: expected a mapping")
     values: dict[str, float] = {}
@@ -64,48 +55,24 @@ def _queue_resource(raw: JSON, where: str, unit: int) -> QueueResource:
     if q >= 0 and lim >= 0 and lim < q:
         raise ConvertError(f"{where}: limit {lim:g} is below quota {q:g}")
 
-    def scaled(v: float) -> int:
-        return UNLIMITED if v == UNLIMITED else round(v * unit)
-
-    return QueueResource(quota=scaled(q), limit=scaled(lim), over_quota_weight=values["overQuotaWeight"])
-
-
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return QueueResource(quota=queue_amount(q, resource), limit=queue_amount(lim, resource),
+                         over_quota_weight=values["overQuotaWeight"])
 
 
 def _duration(value: object, where: str) -> float | None:
-    """A Go duration (`1h30m`, `90s`) in seconds; None when unset."""
+    """A non-negative duration (`1h30m`, `90s`) in seconds; None when unset."""
     if value is None or value == "":
         return None
-    import re
-
-    text = str(value)
-    if text == "0":
-        return 0.0
-    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", text)
-    if not parts or "".join(a + b for a, b in parts) != text:
-        raise ConvertError(f"{where}: {value!r} is not a duration like 10m or 1h30m")
-    return sum(float(a) * _DURATION_UNITS[b] for a, b in parts)
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise ConvertError(f"{where}: {value!r} is not a duration like 10m or 1h30m") from None
+    if seconds < 0 or not math.isfinite(seconds):
+        raise ConvertError(f"{where}: {value!r} is not a non-negative duration")
+    return seconds
 
 
 # -- pod groups and topologies ----------------------------------------------------------------
-def priority_of(class_name: str, priorities: dict[str, int], global_default: int | None) -> int:
-    """KAI: the class's value; missing class -> the global default class's value, else 50."""
-    if class_name and class_name in priorities:
-        return priorities[class_name]
-    return global_default if global_default is not None else DEFAULT_PRIORITY
-
-
-def _preemptible(value: object, priority: int, where: str) -> bool:
-    if value in (None, ""):
-        return priority < 100
-    if value == "preemptible":
-        return True
-    if value == "non-preemptible":
-        return False
-    raise ConvertError(f"{where}: {value!r} is not preemptible or non-preemptible")
-
-
 def _topology(raw: object) -> TopologyConstraint | None:
     if not isinstance(raw, dict) or not raw.get("topology"):
         return None
@@ -140,7 +107,7 @@ def podgroup_from(obj: JSON, priorities: dict[str, int], global_default: int | N
     return PodGroup(
         uid=str(m.get("uid")), name=str(m.get("name")), namespace=str(m.get("namespace", "")),
         queue=str(spec.get("queue") or DEFAULT_QUEUE), priority=priority,
-        preemptible=_preemptible(spec.get("preemptibility"), priority, "spec.preemptibility"),
+        preemptible=preemptibility(spec.get("preemptibility"), priority, "spec.preemptibility"),
         creation=timestamp(m.get("creationTimestamp")) or 0.0, min_member=min_member,
         pod_sets=pod_sets, sub_group_sets=sets, topology=_topology(spec.get("topologyConstraint")),
         last_start_time=timestamp(anns.get(LAST_START_ANNOTATION)),
@@ -158,8 +125,8 @@ def implicit_podgroup(pod: JSON, priorities: dict[str, int], global_default: int
     return PodGroup(
         uid=implicit_uid(str(m.get("uid"))), name=str(m.get("name")), namespace=str(m.get("namespace", "")),
         queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE), priority=priority,
-        preemptible=_preemptible(labels.get("kai.scheduler/preemptibility"), priority,
-                                 "label kai.scheduler/preemptibility"),
+        preemptible=preemptibility(labels.get(PREEMPTIBILITY_LABEL), priority,
+                                 f"label {PREEMPTIBILITY_LABEL}"),
         creation=timestamp(m.get("creationTimestamp")) or 0.0, min_member=1,
     )
 

@@ -1,110 +1,28 @@
-"""Kubernetes JSON objects -> core model: pods, nodes, queues, pod groups, topologies.
+"""Pod objects -> model Pods: requests, KAI's GPU annotations, status, placement constraints.
 
-Every converter is pure and raises `ConvertError` (a message naming the object's field and the bad
-value) on an object the scheduler must not use; callers skip that object and report the message
-as an event or condition on it. No converter ever raises anything else on malformed input.
+Every decoder is pure and raises `ConvertError` (a message naming the field and the bad value)
+on a pod the scheduler must not use; callers skip that pod and report the message as an event
+on it. No decoder raises anything else on malformed input.
 """
 
 from __future__ import annotations
 
-import math
-from datetime import datetime
-from typing import Any
-
-from shoal.model.node import DEFAULT_GPU_MEMORY_MIB, Node, Taint
+from shoal.kai.names import (
+    GPU_DEVICES,
+    GPU_FRACTION,
+    GPU_GROUP_LABEL,
+    GPU_MEMORY,
+    SUBGROUP_LABEL,
+    TASK_PRIORITY_LABEL,
+)
+from shoal.kai.nodes import SKIPPED_RESOURCES
+from shoal.kai.objects import JSON, meta, timestamp
+from shoal.kai.units import ConvertError, fraction_request
 from shoal.model.pod import GpuRequest, Pod, Toleration
 from shoal.model.resources import CPU, GPU, MEMORY, PODS, parse_cpu, parse_memory
 from shoal.model.status import PodStatus
 
-JSON = dict[str, Any]
 
-QUEUE_LABEL = "kai.scheduler/queue"
-SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
-PODGROUP_ANNOTATION = "pod-group-name"
-GPU_FRACTION = "gpu-fraction"
-GPU_MEMORY = "gpu-memory"
-GPU_DEVICES = "gpu-fraction-num-devices"
-GPU_GROUP_LABEL = "runai-gpu-group"
-TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
-LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
-STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
-DEFAULT_QUEUE = "default-queue"
-DEFAULT_PRIORITY = 50
-#: Queue CRD units -> core units: GPU devices -> milli-GPU, CPU millicores, memory MB -> bytes.
-QUEUE_UNITS = {"gpu": 1000, "cpu": 1, "memory": 10**6}
-_SKIPPED_NODE_RESOURCES = ("ephemeral-storage", "hugepages-")
-
-
-class ConvertError(ValueError):
-    """An object the scheduler cannot use; the message is meant for the object's owner."""
-
-
-def meta(obj: JSON) -> JSON:
-    m = obj.get("metadata")
-    return m if isinstance(m, dict) else {}
-
-
-def timestamp(value: object) -> float | None:
-    """RFC 3339 timestamp -> epoch seconds; None when absent or unparsable."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-# -- nodes ------------------------------------------------------------------------------------
-def node_from(obj: JSON) -> Node:
-    """A Node object -> model Node (resources in core units; GPU memory from its label)."""
-    m = meta(obj)
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    labels = dict(m.get("labels") or {})
-    alloc: dict[str, int] = {}
-    for name, qty in (status.get("allocatable") or {}).items():
-        if name.startswith(_SKIPPED_NODE_RESOURCES):
-            continue
-        try:
-            alloc[name] = parse_cpu(qty) if name == CPU else parse_memory(qty)
-        except ValueError:
-            continue  # a resource we cannot read is one we never place against
-    for base in (CPU, MEMORY, GPU, PODS):
-        alloc.setdefault(base, 0)
-    conds = {c.get("type"): c.get("status") for c in status.get("conditions") or [] if isinstance(c, dict)}
-    gpu_mem, synced = _gpu_memory_mib(labels.get("nvidia.com/gpu.memory"))
-    return Node(
-        name=str(m.get("name")),
-        allocatable=alloc,
-        labels=labels,
-        taints=[Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
-                for t in spec.get("taints") or [] if isinstance(t, dict)],
-        ready=conds.get("Ready") == "True" and not any(
-            conds.get(c) == "True" for c in ("MemoryPressure", "DiskPressure", "PIDPressure",
-                                             "NetworkUnavailable")),
-        unschedulable=bool(spec.get("unschedulable")),
-        gpu_memory_mib=gpu_mem,
-        gpu_memory_synced=synced,
-        mig_strategy=labels.get("nvidia.com/mig.strategy", "none"),
-        mig_enabled=labels.get("node-role.kubernetes.io/mig-enabled") == "true",
-    )
-
-
-def _gpu_memory_mib(label: str | None) -> tuple[int, bool]:
-    """KAI: MiB if < 1,048,576 else bytes; floored to a multiple of 100; default 100 (not synced)."""
-    if not label:
-        return DEFAULT_GPU_MEMORY_MIB, False
-    try:
-        value = int(label)
-    except ValueError:
-        return DEFAULT_GPU_MEMORY_MIB, False
-    if value >= 1_048_576:
-        value //= 1024 * 1024
-    value = value // 100 * 100
-    return (value, True) if value > 0 else (DEFAULT_GPU_MEMORY_MIB, False)
-
-
-# -- pods -------------------------------------------------------------------------------------
 def pod_requests(spec: JSON) -> dict[str, int]:
     """Σ container requests (limits when a request is unset), max with each init container, + overhead."""
     total: dict[str, int] = {}
@@ -153,16 +71,9 @@ def gpu_request(annotations: JSON, whole: int) -> GpuRequest:
             f = float(str(frac))
         except ValueError:
             raise ConvertError(f"annotation {GPU_FRACTION}={frac!r}: not a number") from None
-        if not math.isfinite(f) or f <= 0 or f > 1:
-            raise ConvertError(f"annotation {GPU_FRACTION}={frac!r}: must be in (0, 1]")
         if whole:
             raise ConvertError(f"annotation {GPU_FRACTION} with an nvidia.com/gpu request: use one of them")
-        portion = round(f * 100) * 10
-        if portion <= 0:
-            raise ConvertError(f"annotation {GPU_FRACTION}={frac!r}: below 0.01 GPU")
-        if portion >= 1000:  # a whole device asked as a fraction is a whole-GPU request
-            return GpuRequest(whole=devices)
-        return GpuRequest(portion_milli=portion, devices=devices)
+        return fraction_request(f, devices, f"annotation {GPU_FRACTION}={frac!r}")
     if mem is not None:
         try:
             mib = int(str(mem))
@@ -216,7 +127,7 @@ def pod_from(obj: JSON, job: str) -> Pod:
     whole = req.pop(GPU, 0)
     req.pop(PODS, None)
     for name in list(req):
-        if name.startswith(_SKIPPED_NODE_RESOURCES):
+        if name.startswith(SKIPPED_RESOURCES):
             req.pop(name)
     mig = {k: v for k, v in req.items() if k.startswith("nvidia.com/mig-")}
     extended = {k: v for k, v in req.items() if k not in mig}
@@ -259,6 +170,3 @@ def _node_affinity(spec: JSON) -> list[list[tuple[str, str, tuple[str, ...]]]]:
                  for e in (term or {}).get("matchExpressions") or []]
         terms.append(exprs)
     return terms
-
-
-# -- queues -----------------------------------------------------------------------------------
