@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from shoal.framework.config import ConfigError, SchedulerConfig, config_from_dict
+from shoal.framework.config import ConfigError, SchedulerConfig
 from shoal.kai.units import parse_duration
 
 logger = logging.getLogger(__name__)
@@ -32,6 +32,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scheduler-name", default="kai-scheduler", metavar="NAME",
                    help="spec.schedulerName of the pods to schedule (default: %(default)s)")
     p.add_argument("--config", metavar="scheduler.yaml", help="KAI-style scheduler config (actions, tiers)")
+    p.add_argument("--config-map", metavar="[NAMESPACE/]NAME", default="",
+                   help="watch this ConfigMap's config (key --config-map-key, KAI format) and apply each change "
+                        "from the next cycle on, without a restart; namespace default: --lease-namespace")
+    p.add_argument("--config-map-key", default="config.yaml", metavar="KEY",
+                   help="the ConfigMap key holding the config (default: %(default)s)")
     p.add_argument("--period", default="1s", help="cycle period, e.g. 1s, 500ms (default: %(default)s)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="N",
                    help="serve /healthz, /readyz and /metrics on this port (0 = any free port)")
@@ -50,18 +55,11 @@ def register(subparsers: Any) -> None:
 def load_config(path: str | None) -> SchedulerConfig:
     """The config file (KAI format), checked by opening a session on an empty cluster: an unknown
     plugin fails here, at start-up, instead of in every cycle."""
-    from shoal.cycle import open_session
-    from shoal.model.snapshot import ClusterSnapshot
+    from shoal.kube.config_watch import config_from_yaml
 
     if not path:
         return SchedulerConfig()
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    config = config_from_dict(data, source=path)
-    try:
-        open_session(ClusterSnapshot(now=0.0), config)
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from None
-    return config
+    return config_from_yaml(Path(path).read_text(), path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     opts = ServiceOptions(scheduler_name=args.scheduler_name, config=config, period=period,
                           metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                           leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
-                          lease_name=args.lease_name, identity=args.identity, pod_grouper=args.pod_grouper)
+                          lease_name=args.lease_name, identity=args.identity, pod_grouper=args.pod_grouper,
+                          config_map=args.config_map, config_map_key=args.config_map_key)
 
     try:
         client = KubeClient(args.kubeconfig)

@@ -66,6 +66,7 @@ QUEUES = Resource("/apis/scheduling.run.ai/v2", "queues", False)
 PODGROUPS = Resource("/apis/scheduling.run.ai/v2alpha2", "podgroups", True)
 TOPOLOGIES = Resource("/apis/kai.scheduler/v1alpha1", "topologies", False)
 CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False)
+CONFIGMAPS = Resource("/api/v1", "configmaps", True)
 
 #: Where the kubelet mounts a pod's service-account token, CA and namespace.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -141,14 +142,17 @@ class KubeClient:
         ctype = STRATEGIC_PATCH if strategic else MERGE_PATCH
         return await self.request("PATCH", res.path(namespace, name, sub), body=patch, content_type=ctype)
 
-    async def list_page(self, res: Resource, *, limit: int = 500, cont: str | None = None) -> JSON:
+    async def list_page(self, res: Resource, *, limit: int = 500, cont: str | None = None,
+                        namespace: str | None = None, field_selector: str | None = None) -> JSON:
         params: dict[str, Any] = {"limit": limit}
         if cont:
             params["continue"] = cont
-        return await self.request("GET", res.path(), params=params)
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        return await self.request("GET", res.path(namespace), params=params)
 
     async def watch(self, res: Resource, resource_version: str, *, timeout_seconds: int = 300,
-                    namespace: str | None = None) -> AsyncIterator[JSON]:
+                    namespace: str | None = None, field_selector: str | None = None) -> AsyncIterator[JSON]:
         """Watch events from `resource_version` with bookmarks; yields raw `{type, object}` dicts.
 
         Ends when the server closes the stream (timeout). An `ERROR` event is yielded as is
@@ -156,6 +160,8 @@ class KubeClient:
         """
         params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                   "timeoutSeconds": str(timeout_seconds)}
+        if field_selector:
+            params["fieldSelector"] = field_selector
         timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0)
         req = self._watch_http.build_request("GET", res.path(namespace), params=params, timeout=timeout)
         resp = await self._watch_http.send(req, stream=True)

@@ -33,9 +33,13 @@ class Gone(Exception):
 
 class Informer:
     def __init__(self, client: KubeClient, res: Resource, handler: Handler, *, page: int = 500,
-                 watch_timeout: int = 300) -> None:
+                 watch_timeout: int = 300, namespace: str | None = None, field_selector: str | None = None) -> None:
         self.client = client
         self.res = res
+        #: Narrow the informer to one namespace and/or a field selector (e.g. one object by
+        #: `metadata.name=`, which is what RBAC `resourceNames` allows for list and watch).
+        self.namespace = namespace
+        self.field_selector = field_selector
         self.handler = handler
         self.page = page
         self.watch_timeout = watch_timeout
@@ -79,7 +83,8 @@ class Informer:
         cont: str | None = None
         rv = ""
         while True:
-            page = await self.client.list_page(self.res, limit=self.page, cont=cont)
+            page = await self.client.list_page(self.res, limit=self.page, cont=cont, namespace=self.namespace,
+                                               field_selector=self.field_selector)
             meta = page.get("metadata") or {}
             # List items carry no apiVersion/kind (watch objects do); owner resolution needs them.
             api, kind = page.get("apiVersion"), str(page.get("kind", "")).removesuffix("List")
@@ -112,7 +117,8 @@ class Informer:
                 self._emit("MODIFIED", prev, obj)
 
     async def _watch(self) -> None:
-        async for ev in self.client.watch(self.res, self.resource_version, timeout_seconds=self.watch_timeout):
+        async for ev in self.client.watch(self.res, self.resource_version, timeout_seconds=self.watch_timeout,
+                                          namespace=self.namespace, field_selector=self.field_selector):
             self.apply(ev)
 
     def apply(self, ev: JSON) -> None:

@@ -37,6 +37,7 @@ from shoal.kube.client import (
     ApiError,
     KubeClient,
 )
+from shoal.kube.config_watch import ConfigMapSource, parse_configmap_ref
 from shoal.kube.grouper import PodGrouper
 from shoal.kube.informer import Informer
 from shoal.kube.leader import LeaderElector
@@ -63,6 +64,10 @@ class ServiceOptions:
     queue_status_seconds: float = 5.0
     #: Run the pod grouper (PodGroups from top owners); off = a pod without PodGroup is a gang of one.
     pod_grouper: bool = True
+    #: `[NAMESPACE/]NAME` of a ConfigMap whose `config_map_key` holds the config (KAI format); it is
+    #: watched and a change applies from the next cycle on, without a restart. Namespace default: the lease's.
+    config_map: str = ""
+    config_map_key: str = "config.yaml"
 
 
 class SchedulerService:
@@ -92,6 +97,18 @@ class SchedulerService:
         self._queue_status: dict[str, JSON] = {}
         self._queue_status_at = 0.0
         self.mix_feed = PodMixFeed() if options.config.has_plugin("fragaware") else None
+        self.config_source: ConfigMapSource | None = None
+        if options.config_map:
+            ns, name = parse_configmap_ref(options.config_map, options.lease_namespace)
+            self.config_source = ConfigMapSource(client, ns, name, self.set_config, key=options.config_map_key)
+
+    def set_config(self, config: SchedulerConfig) -> None:
+        """Use `config` from the next cycle on (a cycle already running finishes with the old one)."""
+        self.opts.config = config
+        if not config.has_plugin("fragaware"):
+            self.mix_feed = None
+        elif self.mix_feed is None:
+            self.mix_feed = PodMixFeed()
 
     def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         self.cache.on_pod(kind, old, new)
@@ -106,12 +123,16 @@ class SchedulerService:
         # watches, lease renewals) get the interpreter back quickly while a long cycle computes.
         sys.setswitchinterval(0.0005)
         tasks = [asyncio.create_task(inf.run(), name=f"informer-{inf.res.plural}") for inf in self.informers]
+        synced = [inf.synced for inf in self.informers]
+        if self.config_source is not None:
+            tasks.append(asyncio.create_task(self.config_source.run(), name="config-map"))
+            synced.append(self.config_source.synced)
         server = None
         if self.opts.metrics_port is not None:
             server = await serve_http(self.opts.metrics_port, self.metrics, lambda: self.ready,
                                       self.opts.metrics_host)
         try:
-            await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
+            await asyncio.gather(*(event.wait() for event in synced))
             self.ready = True
             logger.info("caches synced: %d nodes, %d pods of %s", len(self.cache.nodes), len(self.cache.pods),
                         self.opts.scheduler_name)
@@ -165,7 +186,8 @@ class SchedulerService:
         evictions are sent while the next action runs (KAI also binds at each statement commit)."""
         snapshot = self.cache.snapshot()
         t0 = time.perf_counter()
-        config = self.opts.config if self.mix_feed is None else self.mix_feed.config(snapshot, self.opts.config)
+        base, mix_feed = self.opts.config, self.mix_feed  # a reload mid-cycle applies from the next cycle
+        config = base if mix_feed is None else mix_feed.config(snapshot, base)
         stats = ApplyStats()
         sending: list[asyncio.Task[None]] = []
         sent_binds = sent_evictions = 0
@@ -173,7 +195,7 @@ class SchedulerService:
         # from rescanning them meanwhile (shoal.cycle.paused_gc); ssn.release() frees them after.
         with paused_gc():
             ssn = await asyncio.to_thread(open_session, snapshot, config)
-            for action in self.opts.config.actions:
+            for action in config.actions:
                 await asyncio.to_thread(run_actions, ssn, [action])
                 d = ssn.decisions
                 binds, evictions = d.binds[sent_binds:], d.evictions[sent_evictions:]
