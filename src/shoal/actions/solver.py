@@ -13,6 +13,7 @@ Pipelined, to bind in a later cycle's allocate.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -20,13 +21,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from shoal.actions.job_allocation import allocate_job, tasks_to_allocate
+from shoal.actions.scenario_filter import IdleGpuFilter, TopologyGpuFilter, idle_gpus
+from shoal.actions.victim_log import VictimLog
 from shoal.actions.victims import VictimQueue, clone_job, tasks_to_evict
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
-from shoal.model.resources import GPU_COL, MILLI
-from shoal.model.status import PodStatus
+from shoal.model.status import ACTIVE_ALLOCATED, PodStatus
 
 
 def request_vector(tasks: list[Task]) -> np.ndarray:
@@ -80,64 +82,43 @@ def could_fit(ssn: Session, tasks: list[Task], mask: np.ndarray) -> bool:
     return True
 
 
-class _CapacityBound:
-    """A necessary condition for a scenario (KAI's idle-GPU filter), kept incrementally: the whole
-    GPUs idle or releasing on feasible and victim nodes, plus what the victims hold, must cover
-    the partial job in total and its largest task on some node. Shared, MIG and best-effort
-    partial jobs are never pruned (their capacity is not counted in whole GPUs)."""
-
-    def __init__(self, ssn: Session, partial: list[Task], feasible: np.ndarray) -> None:
-        self.off = any(t.pod.gpu.is_shared or t.pod.mig or t.pod.best_effort for t in partial)
-        need = [int(t.vec[GPU_COL]) for t in partial]
-        self.off |= not any(need)
-        self.total_need = sum(need)
-        self.max_need = max(need, default=0)
-        if self.off:
-            return
-        nodes = ssn.nodes
-        self.cap = np.maximum(nodes.idle[:, GPU_COL] + nodes.releasing[:, GPU_COL], 0).astype(np.int64)
-        self.mask = feasible.copy()
-        self.total = int(self.cap[self.mask].sum())
-        self.best = int(self.cap[self.mask].max(initial=0))
-
-    def add(self, victims: list[Task]) -> None:
-        if self.off:
-            return
-        for v in victims:
-            if v.node < 0 or v.status == PodStatus.RELEASING:
-                continue
-            i = v.node
-            if not self.mask[i]:
-                self.mask[i] = True
-                self.total += int(self.cap[i])
-            # A shared victim may free each of its devices (an upper bound keeps this sound).
-            gain = MILLI * len(v.groups) if v.pod.gpu.is_shared else int(v.vec[GPU_COL])
-            self.cap[i] += gain
-            self.total += gain
-            self.best = max(self.best, int(self.cap[i]))
-
-    def may_fit(self) -> bool:
-        return self.off or (self.total >= self.total_need and self.best >= self.max_need)
-
-
-#: Gangs up to this many tasks are solved one task at a time (KAI's snapshot behaviour, the
-#: one the conformance corpus records); larger gangs probe partial jobs by doubling.
-LINEAR_UP_TO = 16
-
-
 #: Validator: preemptor, victim tasks per victim job uid (state after the simulation).
 Validator = Callable[[Job, dict[str, list[Task]]], bool]
+
+#: Entries the bulk scan reads before it first checks the filters' necessary condition.
+_FIRST_SCAN = 64
 
 
 @dataclass(slots=True)
 class _Solution:
     stmt: Statement
-    #: Victim batches (clones) that lost or moved a task: recorded for the next partial job.
-    victim_jobs: list[Job] = field(default_factory=list)
+    #: Victim batches (KAI's job representatives) that lost or moved a task, in the order first
+    #: hit: the recorded victims of the next partial job.
+    victim_batches: list[list[Task]] = field(default_factory=list)
 
 
 class VictimSolver:
-    """One solver per action run; `solve(job)` per preemptor."""
+    """One solver per preemptor and action run: `solve(job)`.
+
+    KAI's job solver (kai-spec §3.14), exactly: for the partial jobs of k = 1, 2, ..., n tasks of
+    the preemptor's tasks to allocate, scenarios are tried in order - the recorded victims of the
+    previous partial job alone, then those plus each longer prefix of the victim queue's sequence -
+    and a scenario is simulated only when KAI's accumulated filters let it through. The first
+    scenario that places the partial job and passes the validator wins; its victims (the batches
+    that lost or moved a pod) are the next partial job's recorded victims. The first partial job
+    without a solution ends the search (the preemptor stays pending).
+
+    Invariant (minimality, as in KAI): a solution's statement evicts or moves only the recorded
+    victims and the victims of the jobs touching one node of the latest victim job, and the
+    recorded victims are only the batches that were really hit in the previous partial job. No
+    victim is ever added because of the gang's size: the partial jobs grow one task at a time
+    whatever the number of tasks or victims.
+
+    Speed without changing the result: the victim sequence is popped once (`VictimLog`); runs of
+    scenarios that the filters' monotone necessary condition rejects are skipped in bulk with
+    numpy instead of being built one by one; the whole search is skipped when even every
+    candidate victim could not free enough GPUs for the whole job.
+    """
 
     def __init__(self, ssn: Session, action: str, victims: list[Job], validator: Validator | None,
                  feasible: np.ndarray) -> None:
@@ -150,7 +131,9 @@ class VictimSolver:
         self.preemptor: Job | None = None
         self._pending: list[Job] = []
         self._rejected = False
-        self.full_set = False
+        self._reps: dict[str, list[Task]] = {}
+        self._log: VictimLog | None = None
+        self._scan: _Scan | None = None
 
     # -- entry point ---------------------------------------------------------------------
     def solve(self, job: Job) -> Statement | None:
@@ -174,88 +157,76 @@ class VictimSolver:
         return stmt
 
     def _search(self, tasks: list[Task]) -> Statement | None:
-        """Partial jobs of k = 1, 2, ... tasks (one task at a time up to `LINEAR_UP_TO` tasks,
-        then doubling, then a binary search below the first failure, like KAI's newer solver);
-        every success records its victims for the next probe. The last probe is the whole job;
-        its statement is the result (None when it fails)."""
+        """Partial jobs of 1, 2, ..., n tasks; the whole job's statement is the result."""
+        caps = idle_gpus(self.ssn)
+        if not self._whole_job_may_fit(tasks, caps):
+            return None
+        self._log = VictimLog(self.base_queue)
+        recorded: list[list[Task]] = []
         n = len(tasks)
-        self.full_set = n > LINEAR_UP_TO
-        if n > 1 and not self._whole_job_may_fit(tasks):
-            return None  # only the last probe (the whole job) yields a statement, and it must fail
-        recorded: list[Job] = []
-        lo, k, hi = 0, 1, n + 1
-        while True:
-            sol = self._solve_partial(tasks[:k], recorded)
-            if sol is not None and k == n:
-                return sol.stmt
-            if sol is not None:
-                sol.stmt.discard()
-                recorded, lo = sol.victim_jobs, k
-            elif k == n or n <= LINEAR_UP_TO:
+        for k in range(1, n + 1):
+            sol = self._solve_partial(tasks[:k], recorded, caps)
+            if sol is None:
                 return None
-            else:
-                hi = k
-            if hi <= n:
-                if hi - lo <= 1:
-                    k = n  # the best partial job is found: one last probe for the whole job
-                    hi = n + 1
-                    if lo == 0:
-                        return None
-                else:
-                    k = (lo + hi) // 2
-            else:
-                k = k + 1 if n <= LINEAR_UP_TO else min(2 * k, n)
+            if k == n:
+                return sol.stmt
+            sol.stmt.discard()
+            recorded = sol.victim_batches
+        return None
 
-    def _whole_job_may_fit(self, tasks: list[Task]) -> bool:
-        """KAI's idle-GPU scenario filter for the largest scenario there is: the whole job with every
-        task of every candidate victim evicted. When even that cannot cover the job's whole GPUs,
-        no probe's victims can (they are subsets), so the search is skipped: same result, none of
-        the partial probes (a big gang would otherwise simulate every victim batch for each of its
-        first `LINEAR_UP_TO` partial jobs, every cycle)."""
-        bound = _CapacityBound(self.ssn, tasks, self.feasible)
-        bound.add([t for job in self.victims for t in job.tasks])
-        return bound.may_fit()
+    def _whole_job_may_fit(self, tasks: list[Task], caps: np.ndarray) -> bool:
+        """The filters' necessary condition for the largest scenario there is: the whole job with
+        every active task of every candidate victim evicted. When it fails, every scenario of the
+        last partial job is filtered (their victims are subsets), so the search must fail: skip it."""
+        bound = IdleGpuFilter(caps, tasks)
+        bound.add([t for job in self.victims for t in job.tasks if t.status & ACTIVE_ALLOCATED])
+        return bound.necessary_ok()
 
     # -- scenarios -------------------------------------------------------------------------
-    def _solve_partial(self, partial: list[Task], recorded_jobs: list[Job]) -> _Solution | None:
-        recorded = [t for j in recorded_jobs for t in j.tasks]
-        rec_uids = {t.uid for t in recorded}
-        bound = _CapacityBound(self.ssn, partial, self.feasible)
-        bound.add(recorded)
-        if recorded and bound.may_fit():
+    def _solve_partial(self, partial: list[Task], recorded_batches: list[list[Task]],
+                       caps: np.ndarray) -> _Solution | None:
+        """KAI `solvePartialJob`: the scenarios of one partial job in order, each simulated only
+        when the filters pass; the first solution, or None."""
+        assert self.preemptor is not None and self._log is not None
+        recorded = [t for b in recorded_batches for t in b]
+        self._reps = {t.uid: b for b in recorded_batches for t in b}
+        rec = {t.uid for t in recorded}
+        filt = IdleGpuFilter(caps, partial)
+        topo = TopologyGpuFilter(self.ssn, caps, self.preemptor, partial)
+        filt.add(recorded)
+        topo.add(recorded)
+
+        def ok() -> bool:
+            return filt.passes() and (not topo.active or topo.passes())
+
+        if recorded and ok():
             sol = self._try(partial, recorded, [], None)
             if sol is not None:
                 return sol
-        queue = self.base_queue.copy()
         potential: list[Task] = []
-        while queue:
-            vjob = queue.pop()
-            if vjob is None:
-                break
-            batch, more = tasks_to_evict(vjob)
-            if not batch:
-                continue
-            if any(t.uid in rec_uids for t in batch):
-                rest = [t for t in vjob.tasks if t.uid not in rec_uids]
-                if rest:
-                    queue.push(clone_job(vjob, rest))
-                continue
-            if more:
-                ids = {t.uid for t in batch}
-                queue.push(clone_job(vjob, [t for t in vjob.tasks if t.uid not in ids]))
+        scan = self._scan = _Scan(self._log, rec)
+        while True:
+            if scan.live is None and not topo.active:
+                scan.bulk_skip(filt, potential)
+            step = scan.next()
+            if step is None:
+                return None
+            vjob, batch = step
             potential.extend(batch)
-            bound.add(batch)
-            if not bound.may_fit():
-                continue  # KAI's idle-GPU scenario filter: prune without simulating
+            filt.add(batch)
+            topo.add(batch)
+            if not ok():
+                continue
             sol = self._try(partial, recorded, potential, self.ssn.jobs[vjob.uid])
             if sol is not None:
                 return sol
-        return None
 
     def _try(self, partial: list[Task], recorded: list[Task], potential: list[Task],
              latest: Job | None) -> _Solution | None:
-        """KAI's by-pod solver for one scenario: recorded victims alone, or recorded plus the
-        potential victims of the jobs touching each node of the latest victim job."""
+        """KAI's by-pod solver for one scenario: recorded victims alone (no latest victim job), or
+        recorded plus, node by node of the latest victim job (its pods' nodes, name order; a pod
+        without a node stands for none), the potential victims of the jobs with a potential
+        victim on that node."""
         stmt = Statement(self.ssn)
         self._rejected = False
         self._evict(stmt, recorded)
@@ -265,19 +236,9 @@ class VictimSolver:
                 return sol
             stmt.discard()
             return None
-        by_node: dict[int, set[str]] = {}
-        for t in potential:
-            by_node.setdefault(t.node, set()).add(t.job.uid)
-        tried: list[list[Task]] = []
-        for node in sorted({t.node for t in latest.tasks if t.node >= 0}):
-            jobs = by_node.get(node)
-            if jobs:
-                tried.append([t for t in potential if t.job.uid in jobs])
-        if self.full_set and (not tried or len(tried[-1]) < len(potential)):
-            # Probes that add several tasks at once may need victims on several nodes: also try
-            # every accumulated victim (KAI's newer solver has the same fallback).
-            tried.append(list(potential))
-        for chosen in tried:
+        for node in sorted({t.node for t in latest.tasks}):
+            jobs = {t.job.uid for t in potential if t.node == node} if node >= 0 else set()
+            chosen = [t for t in potential if t.job.uid in jobs]
             cp = stmt.checkpoint()
             self._evict(stmt, chosen)
             sol = self._simulate(stmt, partial, recorded + chosen)
@@ -357,9 +318,129 @@ class VictimSolver:
         if self.validator is not None and not self.validator(job, by_job):
             self._rejected = True
             return None
-        hit = {t.uid for t in victims if t.status in (PodStatus.RELEASING, PodStatus.PIPELINED)}
-        recorded: list[Job] = []
-        for uid, tasks in by_job.items():
-            if any(t.uid in hit for t in tasks):
-                recorded.append(clone_job(self.ssn.jobs[uid], tasks))
-        return _Solution(stmt, recorded)
+        batches: dict[int, list[Task]] = {}
+        for t in victims:
+            if t.status in (PodStatus.RELEASING, PodStatus.PIPELINED):
+                b = self._batch_of(t)
+                batches.setdefault(id(b), b)
+        return _Solution(stmt, list(batches.values()))
+
+    def _batch_of(self, task: Task) -> list[Task]:
+        """KAI's job representative of a victim task: its recorded batch, or the batch it was
+        popped in."""
+        assert self._log is not None and self._scan is not None
+        for source in (self._reps, self._scan.batch_of, self._log.batch_of):
+            b = source.get(task.uid)
+            if b is not None:
+                return b
+        return [task]
+
+
+class _Scan:
+    """One partial job's walk over the victim sequence: the recorded log while it is valid, a
+    live queue from the first skip that pushes back something else (see `VictimLog`)."""
+
+    def __init__(self, log: VictimLog, recorded: set[str]) -> None:
+        self.log = log
+        self.rec = recorded
+        self.i = 0
+        self.live: VictimQueue | None = None
+        #: Batches popped from the live queue (KAI's job representatives of their tasks).
+        self.batch_of: dict[str, list[Task]] = {}
+        #: Sorted log entries holding a recorded victim; recorded victims not in the log yet.
+        self._skip: list[int] = []
+        self._unplaced = set(recorded)
+        self._locate()
+
+    def _locate(self) -> None:
+        found = [uid for uid in self._unplaced if uid in self.log.entry_of]
+        if found:
+            self._unplaced.difference_update(found)
+            self._skip = sorted(set(self._skip) | {self.log.entry_of[uid] for uid in found})
+
+    def _skips(self, lo: int, hi: int) -> int:
+        """The first entry in [lo, hi) whose batch holds a recorded victim, else hi."""
+        if self._unplaced:
+            self._locate()
+        k = bisect_left(self._skip, lo)
+        return min(self._skip[k], hi) if k < len(self._skip) else hi
+
+    def bulk_skip(self, filt: IdleGpuFilter, potential: list[Task]) -> None:
+        """Add, at once, the longest run of entries from here that the filter's necessary
+        condition rejects after each of them (so KAI would neither simulate nor stop there),
+        stopping before any entry holding a recorded victim."""
+        log, i = self.log, self.i
+        want = _FIRST_SCAN
+        while True:
+            log.extend_to(i + want)
+            end = self._skips(i, len(log.entries))
+            if end <= i:
+                return
+            if filt.necessary_ok(self._extra(filt, i, end - 1)) or end < len(log.entries) or log.exhausted:
+                break
+            want *= 2
+        lo, hi = i, end  # the first p in [lo, hi) whose prefix passes the condition; hi if none
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if filt.necessary_ok(self._extra(filt, i, mid)):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == i:
+            return
+        a, b = log.entries[i].start, log.end_of(lo - 1)
+        node, gain, _entry = log.columns()
+        filt.add_bulk(node[a:b], gain[a:b])
+        potential.extend(log.tasks[a:b])
+        self.i = lo
+
+    def _extra(self, filt: IdleGpuFilter, i: int, p: int) -> np.ndarray:
+        """GPUs the batches of entries i..p free, per node."""
+        a, b = self.log.entries[i].start, self.log.end_of(p)
+        node, gain, _entry = self.log.columns()
+        return np.bincount(node[a:b], weights=gain[a:b], minlength=len(filt.caps)).astype(np.int64)
+
+    def next(self) -> tuple[Job, list[Task]] | None:
+        """The next victim job and its batch to add as potential victims; None at the end."""
+        while True:
+            if self.live is not None:
+                step = self._next_live()
+                if step is None or step[1]:
+                    return step
+                continue
+            e = self.log.get(self.i)
+            if e is None:
+                return None
+            self.i += 1
+            if not e.batch:
+                continue
+            if not any(t.uid in self.rec for t in e.batch):
+                return e.job, e.batch
+            rest = [t for t in e.job.tasks if t.uid not in self.rec]
+            logged = e.pushed.tasks if e.pushed is not None else []
+            if [t.uid for t in rest] == [t.uid for t in logged]:
+                continue  # the same push as in the log: the sequence goes on unchanged
+            self.live = self.log.replay_until(self.i - 1)
+            popped = self.live.pop()
+            assert popped is not None and popped.uid == e.job.uid
+            if rest:
+                self.live.push(clone_job(e.job, rest))
+
+    def _next_live(self) -> tuple[Job, list[Task]] | None:
+        assert self.live is not None
+        vjob = self.live.pop() if self.live else None
+        if vjob is None:
+            return None
+        batch, more = tasks_to_evict(vjob)
+        if not batch:
+            return vjob, []
+        if any(t.uid in self.rec for t in batch):
+            rest = [t for t in vjob.tasks if t.uid not in self.rec]
+            if rest:
+                self.live.push(clone_job(vjob, rest))
+            return vjob, []
+        if more:
+            ids = {t.uid for t in batch}
+            self.live.push(clone_job(vjob, [t for t in vjob.tasks if t.uid not in ids]))
+        self.batch_of.update((t.uid, batch) for t in batch)
+        return vjob, batch

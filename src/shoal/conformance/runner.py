@@ -124,14 +124,18 @@ def _run_full_cycle(sc: Scenario) -> list[str]:
 
 
 def check(sc: Scenario, ssn: Session, calls: dict[str, int], round_no: int) -> list[str]:
+    """Every expectation of the scenario against the session. Node names are exact, except in
+    generated scenarios (a `generator` block): there a node may be swapped for another that KAI
+    cannot tell from it (`node_equivalence_problems`)."""
     exp = sc.data.get("expected") or {}
     problems: list[str] = []
+    exact_nodes = not sc.data.get("generator")
     for job_name, e in (exp.get("jobs") or {}).items():
         job = ssn.jobs.get(job_name)
         if job is None:
             problems.append(f"job {job_name}: not in session")
             continue
-        problems += _check_tasks(f"job {job_name}", job.tasks, e, job, ssn.nodes.names)
+        problems += _check_tasks(f"job {job_name}", job.tasks, e, job, ssn.nodes.names, exact_nodes)
     ignored = set((sc.data.get("derived") or {}).get("ignored_expected_tasks") or [])
     for uid, e in (exp.get("tasks") or {}).items():
         task = ssn.tasks.get(uid)
@@ -139,7 +143,9 @@ def check(sc: Scenario, ssn: Session, calls: dict[str, int], round_no: int) -> l
             if uid not in ignored:
                 problems.append(f"task {uid}: not in session")
             continue
-        problems += _check_tasks(f"task {uid}", [task], e, task.job, ssn.nodes.names)
+        problems += _check_tasks(f"task {uid}", [task], e, task.job, ssn.nodes.names, exact_nodes)
+    if not exact_nodes:
+        problems += node_equivalence_problems(sc, ssn)
     for node, e in (exp.get("nodes_resources") or {}).items():
         i = ssn.nodes.index.get(node)
         if i is None:
@@ -158,7 +164,8 @@ def check_calls(sc: Scenario, calls: dict[str, int]) -> list[str]:
             if key in calls and calls[key] > int(limit)]
 
 
-def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names: list[str]) -> list[str]:
+def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names: list[str],
+                 exact_nodes: bool = True) -> list[str]:
     out: list[str] = []
 
     def _node_name(t: Any) -> str | None:
@@ -172,7 +179,7 @@ def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names
         bad = [f"{t.uid}={t.status.title}" for t in tasks if t.status != want]
         if bad:
             out.append(f"{what}: status want {want.title}, got {', '.join(bad)}")
-    if e.get("node_name"):
+    if e.get("node_name") and exact_nodes:
         bad = [f"{t.uid}@{_node_name(t)}" for t in tasks if _node_name(t) != e["node_name"]]
         if bad:
             out.append(f"{what}: node want {e['node_name']}, got {', '.join(bad)}")
@@ -202,6 +209,53 @@ def _check_tasks(what: str, tasks: list[Any], e: dict[str, Any], job: Any, names
     return out
 
 
+
+
+def _expected_nodes(sc: Scenario, ssn: Session) -> dict[str, str]:
+    """Task uid -> the node KAI's expectation puts it on (task entries override job entries)."""
+    exp = sc.data.get("expected") or {}
+    want: dict[str, str] = {}
+    for job_name, e in (exp.get("jobs") or {}).items():
+        job = ssn.jobs.get(job_name)
+        if job is not None and e.get("node_name"):
+            want.update((t.uid, str(e["node_name"])) for t in job.tasks)
+    for uid, e in (exp.get("tasks") or {}).items():
+        if e.get("node_name"):
+            want[uid] = str(e["node_name"])
+        elif "status" in e:
+            want.pop(uid, None)  # the task's own entry leaves its node open
+    return want
+
+
+def node_equivalence_problems(sc: Scenario, ssn: Session) -> list[str]:
+    """Placements equal up to swapping nodes KAI cannot tell apart.
+
+    Two nodes are interchangeable when their scenario entries are equal but for the name: KAI
+    breaks ties between such nodes in Go map order, so which one gets a pod is an accident.
+    The check: for each class of interchangeable nodes, the multiset of "tasks on the node" sets
+    (tasks whose node KAI's expectation fixes) is the same for shoal and for KAI - i.e. some
+    permutation of the class maps shoal's placement onto KAI's. Statuses are checked by name."""
+    want = _expected_nodes(sc, ssn)
+    spec: dict[str, str] = {}
+    for raw in sc.data.get("nodes") or []:
+        rest = {k: v for k, v in raw.items() if k != "name"}
+        spec[str(raw["name"])] = yaml.safe_dump(rest, sort_keys=True)
+    got: dict[str, str | None] = {}
+    for uid in want:
+        t = ssn.tasks.get(uid)
+        if t is not None:
+            got[uid] = ssn.nodes.names[t.node] if t.node >= 0 else (t.pod.node or None)
+    problems: list[str] = []
+    for cls in sorted(set(spec.values())):
+        members = sorted(n for n, s in spec.items() if s == cls)
+        kai = sorted(sorted(u for u in got if want[u] == n) for n in members)
+        ours = sorted(sorted(u for u in got if got[u] == n) for n in members)
+        if kai != ours:
+            extra = [u for u in got if got[u] in members and want[u] not in members]
+            missing = [u for u in got if want[u] in members and got[u] not in members]
+            problems.append(f"nodes {members[0]}..({len(members)} alike): placements differ from KAI's "
+                            f"beyond a swap of alike nodes (moved in: {extra[:5]}, moved out: {missing[:5]})")
+    return problems
 
 
 def kai_detailed_message(fit_errors: list[str]) -> str:

@@ -69,11 +69,12 @@ def compare(l: QueueView, r: QueueView, l_req: Vec | None, r_req: Vec | None, to
         return 1 if lz else -1
     lv = l_victims if l_victims is not None else _ZERO
     rv = r_victims if r_victims is not None else _ZERO
-    # 5. Smaller dominant-resource share counting the job; 6. without it.
+    # 5. Smaller dominant-resource share counting the job (and, in victim mode, without the
+    # victims taken); 6. the queue's own share, neither job nor victims counted.
     ld, rd = _drs(la, lreq, lv, las, total), _drs(ra, rreq, rv, ras, total)
     if ld != rd:
         return -1 if ld < rd else 1
-    ld, rd = _drs(la, _ZERO, lv, las, total), _drs(ra, _ZERO, rv, ras, total)
+    ld, rd = _drs(la, _ZERO, _ZERO, las, total), _drs(ra, _ZERO, _ZERO, ras, total)
     if ld != rd:
         return -1 if ld < rd else 1
     # 7. Smaller allocatable share (everywhere <=, somewhere <).
@@ -88,8 +89,10 @@ def compare(l: QueueView, r: QueueView, l_req: Vec | None, r_req: Vec | None, to
 
 
 def _starved(a: Vec, d: Vec, req: Vec | None) -> bool:
+    """Allocation plus the best job's request within the deserved quota. No job (victim mode)
+    counts as an empty request, as KAI's `GetTasksToAllocateInitResource(nil)` does."""
     if req is None:
-        return False
+        req = _ZERO
     return ((d[0] == -1 or a[0] + req[0] <= d[0]) and (d[1] == -1 or a[1] + req[1] <= d[1])
             and (d[2] == -1 or a[2] + req[2] <= d[2]))
 
