@@ -6,7 +6,17 @@ from collections.abc import Callable
 
 from shoal.actions import allocate, consolidation, preempt, reclaim, stalegangeviction
 from shoal.framework.session import Session
-from shoal.plugins import dynamicresources, fragaware, minruntime, ordering, predicates, proportion, scoring, topology
+from shoal.plugins import (
+    dynamicresources,
+    fragaware,
+    minruntime,
+    ordering,
+    podaffinity,
+    predicates,
+    proportion,
+    scoring,
+    topology,
+)
 
 PluginOpen = Callable[[Session, dict[str, str]], None]
 Action = Callable[[Session], None]
@@ -39,7 +49,7 @@ def plugin_registry() -> dict[str, PluginOpen]:
         "minruntime": minruntime.open_minruntime,
         "topology": topology.open_topology,
         "snapshot": _noop,
-        "podaffinity": _noop,
+        "podaffinity": podaffinity.open_podaffinity,
     }
 
 

@@ -131,7 +131,9 @@ def test_node_gpu_memory_label_and_conditions() -> None:
                                       "ephemeral-storage": "100Gi"},
                       "conditions": [{"type": "Ready", "status": "True"}]}}
     node = node_from(obj)
-    assert node.allocatable == {"cpu": 8000, "memory": 32 * 1024**3, "nvidia.com/gpu": 4, "pods": 110}
+    # Ephemeral storage is kept: kube-scheduler's NodeResourcesFit checks it.
+    assert node.allocatable == {"cpu": 8000, "memory": 32 * 1024**3, "nvidia.com/gpu": 4, "pods": 110,
+                                "ephemeral-storage": 100 * 1024**3}
     assert (node.gpu_memory_mib, node.gpu_memory_synced, node.ready) == (40900, True, True)
     assert node.taints[0].key == "k"
     obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]

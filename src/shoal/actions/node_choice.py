@@ -43,7 +43,8 @@ def task_signature(task: Task) -> tuple[object, ...]:
     """Tasks with equal signatures get equal answers from every node-local check and score."""
     p = task.pod
     return (task.vec.tobytes(), p.gpu, p.is_cpu_only, p.legacy_mig, p.best_effort, p.nominated_node,
-            tuple(sorted(p.node_selector.items())), repr(p.node_affinity), tuple(p.tolerations))
+            tuple(sorted(p.node_selector.items())), p.node_affinity, tuple(p.tolerations), p.host_ports,
+            p.spread, p.pod_affinity)
 
 
 def _full(ssn: Session, task: Task) -> _Entry:
@@ -94,8 +95,6 @@ def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
 
 def _entry(ssn: Session, task: Task) -> _Entry:
     cache: dict[tuple[object, ...], _Entry] = ssn.hooks.extra.setdefault(_CACHE_KEY, {})
-    if task.pod.pod_affinity:  # depends on pods on other nodes: never cached
-        return _full(ssn, task)
     sig = task_signature(task)
     entry = cache.get(sig)
     if entry is None:
@@ -107,12 +106,26 @@ def _entry(ssn: Session, task: Task) -> _Entry:
     return entry
 
 
+def dynamic_mask(ssn: Session, task: Task) -> np.ndarray | None:
+    """AND of the pick-time (not node-local) filters that apply to `task`; None if none does."""
+    mask: np.ndarray | None = None
+    for flt in ssn.hooks.dynamic_filters:
+        res = flt(ssn, task)
+        if res is not None:
+            mask = res[0] if mask is None else mask & res[0]
+    return mask
+
+
 def best_node(ssn: Session, task: Task, node_mask: np.ndarray | None,
               capacity_mask: np.ndarray | None) -> tuple[int, bool] | None:
     """(node index, fits idle now) of the best node for `task`, or None. Ties: lowest node name.
 
-    The cached node-local scores are adjusted at pick time by `Hooks.score_adjusters`, if any."""
+    The cached node-local answers are ANDed with the pick-time filters (`Hooks.dynamic_filters`)
+    and the cached scores adjusted by `Hooks.score_adjusters`, if any."""
     entry = _entry(ssn, task)
+    dyn = dynamic_mask(ssn, task)
+    if dyn is not None:
+        node_mask = dyn if node_mask is None else node_mask & dyn
     if ssn.hooks.score_adjusters and entry.adjust:
         return _adjusted_best(ssn, task, entry, node_mask, capacity_mask)
     if node_mask is None and capacity_mask is None:
@@ -179,6 +192,10 @@ def rejection_counts(ssn: Session, task: Task, node_mask: np.ndarray | None,
         res = pred(ssn, task, None)
         if res is not None:
             drop(res[0], res[1])
+    for flt in ssn.hooks.dynamic_filters:
+        dyn = flt(ssn, task)
+        if dyn is not None:
+            drop(dyn[0], dyn[1])
     if capacity_mask is not None:
         drop(capacity_mask, capacity_reason)
     return rejected

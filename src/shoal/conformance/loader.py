@@ -20,7 +20,6 @@ from shoal.kai.units import (
     queue_amount,
 )
 from shoal.model import (
-    AffinityTerm,
     ClusterSnapshot,
     GpuRequest,
     Node,
@@ -33,6 +32,14 @@ from shoal.model import (
     SubGroupSetSpec,
     Topology,
     TopologyConstraint,
+)
+from shoal.model.constraints import (
+    LabelSelector,
+    NodeAffinity,
+    NodeSelectorTerm,
+    PodAffinity,
+    PodAffinityTerm,
+    Requirement,
 )
 from shoal.model.dra import ResourceClaim, pod_dra_gpus
 from shoal.model.resources import GPU
@@ -251,18 +258,20 @@ def _pod(job: str, i: int, t: dict[str, Any], raw: dict[str, Any], req: dict[str
     best_effort = bool(raw.get("is_best_effort_job"))
     labels = {"job-name": uid}
     labels.update({k: str(v) for k, v in (t.get("pod_affinity_labels") or {}).items()})
-    affinity: list[AffinityTerm] = []
-    match = tuple(sorted((t.get("pod_affinity_labels") or {}).items()))
-    if t.get("pod_affinity_topology_key"):
-        affinity.append(AffinityTerm(match, t["pod_affinity_topology_key"], anti=False))
-    if t.get("pod_anti_affinity_topology_key"):
-        affinity.append(AffinityTerm(match, t["pod_anti_affinity_topology_key"], anti=True))
-    node_affinity = []
+    namespace = raw.get("namespace", "") or ""
+    selector = LabelSelector(tuple(Requirement(k, "In", (str(v),))
+                                   for k, v in sorted((t.get("pod_affinity_labels") or {}).items())))
+    required = tuple(PodAffinityTerm(selector, t[k], frozenset((namespace,)))
+                     for k in ("pod_affinity_topology_key",) if t.get(k))
+    anti = tuple(PodAffinityTerm(selector, t[k], frozenset((namespace,)))
+                 for k in ("pod_anti_affinity_topology_key",) if t.get(k))
+    node_affinity = None
     if t.get("node_affinity_names"):
-        node_affinity = [[("kai.scheduler/type", "In", tuple(t["node_affinity_names"]))]]
+        term = NodeSelectorTerm((Requirement("kai.scheduler/type", "In", tuple(t["node_affinity_names"])),))
+        node_affinity = NodeAffinity(required=(term,))
     gpu = GpuRequest() if best_effort else _gpu_request(req, t.get("required_gpus"))
     return Pod(
-        uid=uid, name=uid, namespace=raw.get("namespace", "") or "", job=job, status=status,
+        uid=uid, name=uid, namespace=namespace, job=job, status=status,
         cpu_milli=0 if best_effort else int(req.get("milli_cpu", 1000)),
         memory=0 if best_effort else int(req.get("memory", 10**9)),
         gpu=gpu,
@@ -274,7 +283,7 @@ def _pod(job: str, i: int, t: dict[str, Any], raw: dict[str, Any], req: dict[str
         subgroup=t.get("sub_group_name", "") or "",
         task_priority=t.get("priority"),
         node_affinity=node_affinity,
-        pod_affinity=affinity,
+        pod_affinity=PodAffinity(required=required, required_anti=anti) if required or anti else None,
         legacy_mig=bool(t.get("is_legacy_mig_task")),
         best_effort=best_effort,
     )

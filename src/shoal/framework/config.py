@@ -17,6 +17,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, dict[str, str]], ...] = (
     ("gpusharingorder", {}),
     ("gpupack", {}),
     ("resourcetype", {}),
+    ("podaffinity", {}),
     ("subgrouporder", {}),
     ("taskorder", {}),
     ("nominatednode", {}),

@@ -25,8 +25,8 @@ class Task:
     """A pod inside a session: its status, node and GPU groups change as statements run."""
 
     __slots__ = (
-        "accepted_gpu", "groups", "job", "node", "order_key", "pod", "pod_set", "portion", "status",
-        "uid", "vec",
+        "accepted_gpu", "groups", "job", "node", "order_key", "ordinal", "pod", "pod_set", "portion",
+        "status", "uid", "vec",
     )
 
     def __init__(self, pod: Pod, vec: Vector) -> None:
@@ -43,6 +43,8 @@ class Task:
         #: KAI's AcceptedResource GPUs (milli): set on placement, never cleared by rollback.
         self.accepted_gpu = 0
         self.order_key: tuple[object, ...] = ()
+        #: Position in `Session.task_list` (rows of the session's per-task arrays).
+        self.ordinal = -1
 
     def __repr__(self) -> str:
         return f"Task({self.uid}, {self.status.title}, node={self.node})"

@@ -33,6 +33,10 @@ NodeScorer = Callable[["Session", Task, np.ndarray | None], np.ndarray | float]
 #: Predicates are node-local (a node's answer changes only when the node does), so they can be cached.
 Predicate = Callable[["Session", Task, np.ndarray | None], tuple[np.ndarray, str] | None]
 PrePredicate = Callable[["Session", Task], str | None]
+#: A filter that is not node-local (it reads where other pods are: inter-pod affinity, topology
+#: spread): (session, task) -> (mask over all nodes, reason), or None when it does not apply to
+#: the task. Evaluated at pick time, never cached.
+DynamicFilter = Callable[["Session", Task], tuple[np.ndarray, str] | None]
 CapacityCheck = Callable[["Session", Job, list[Task]], str | None]
 TaskCapacityCheck = Callable[["Session", Task, int], str | None]
 JobKey = Callable[[Job], tuple[Any, ...]]
@@ -70,6 +74,7 @@ class Hooks:
     score_adjusters: list[Callable[[Session, Task, np.ndarray, np.ndarray], np.ndarray | None]] = field(
         default_factory=list)
     predicates: list[Predicate] = field(default_factory=list)
+    dynamic_filters: list[DynamicFilter] = field(default_factory=list)
     pre_predicates: list[PrePredicate] = field(default_factory=list)
     job_capacity: list[CapacityCheck] = field(default_factory=list)
     task_capacity: list[TaskCapacityCheck] = field(default_factory=list)
@@ -102,11 +107,20 @@ class Session:
         self._vec_cache: dict[tuple[object, ...], np.ndarray] = {}
         #: id(request vector) -> (vector, non-zero columns, amounts); see framework.fit.
         self.column_memo: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        #: Views derived from the snapshot on first use, keyed by their type (e.g. PodIndex).
+        self.derived: dict[type, object] = {}
         self.nodes = NodeState(snapshot.nodes, self.space)
         self.queues = build_queue_tree(snapshot.queues)
         self.tasks: dict[str, Task] = {}
         self.jobs: dict[str, Job] = {}
         self._build_jobs(snapshot)
+        #: Every task in a fixed order, and per task: its node while active-used (else -1) and
+        #: whether it is Releasing there; what inter-pod constraints count (see framework.podindex).
+        self.task_list = list(self.tasks.values())
+        for k, t in enumerate(self.task_list):
+            t.ordinal = k
+        self.placed = np.full(len(self.task_list), -1, dtype=np.int64)
+        self.releasing = np.zeros(len(self.task_list), dtype=bool)
         self._place_running_tasks()
         self._account_queues()
 
@@ -190,6 +204,7 @@ class Session:
             for t, i in zip(simple, idx.tolist()):
                 t.node = i
                 t.accepted_gpu = t.pod.gpu_quota_milli
+            self.placed[[t.ordinal for t in simple]] = idx
         done = {id(t) for t in simple}
         for task in running:
             if id(task) in done:
@@ -257,6 +272,8 @@ class Session:
         self.set_status(task, status)
         task.node = i
         task.groups = list(groups)
+        self.placed[task.ordinal] = i
+        self.releasing[task.ordinal] = status == PodStatus.RELEASING
         self.nodes.add(i, task.vec, status)
         if task.pod.gpu.is_shared:
             mib = self.shared_mib(task, i)
@@ -278,6 +295,8 @@ class Session:
                     self.nodes.add_shared(i, g, mib, task.status, sign=-1)
         task.node = -1
         task.groups = []
+        self.placed[task.ordinal] = -1
+        self.releasing[task.ordinal] = False
         self.set_status(task, status)
 
     def set_status(self, task: Task, status: PodStatus) -> None:
@@ -349,6 +368,7 @@ class Session:
             queue.parent = None
             queue.children = []
         self.hooks = Hooks()
+        self.derived = {}
 
     def cluster_total(self) -> np.ndarray:
         """Queue-accounting capacity of ready nodes (GPU incl. MIG slices), minus other schedulers."""

@@ -1,4 +1,7 @@
-"""Node objects -> model Nodes: allocatable in core units, GPU memory by KAI's rule, readiness."""
+"""Node objects -> model Nodes: allocatable in core units, GPU memory by KAI's rule, readiness.
+
+Every allocatable resource is kept, ephemeral storage and huge pages included: kube-scheduler's
+NodeResourcesFit checks them, so a scheduler replacing it must too."""
 
 from __future__ import annotations
 
@@ -8,8 +11,6 @@ from shoal.kai.units import gpu_memory_label
 from shoal.model.node import Node, Taint
 from shoal.model.resources import CPU, GPU, MEMORY, PODS, parse_cpu, parse_memory
 
-#: Node resources the scheduler never places against (and pods' requests of them are ignored).
-SKIPPED_RESOURCES = ("ephemeral-storage", "hugepages-")
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 
 
@@ -23,8 +24,6 @@ def node_from(obj: JSON) -> Node:
     labels = dict(m.get("labels") or {})
     alloc: dict[str, int] = {}
     for name, qty in (status.get("allocatable") or {}).items():
-        if name.startswith(SKIPPED_RESOURCES):
-            continue
         try:
             alloc[name] = parse_cpu(qty) if name == CPU else parse_memory(qty)
         except ValueError:

@@ -7,6 +7,13 @@ on it. No decoder raises anything else on malformed input.
 
 from __future__ import annotations
 
+from shoal.kai.constraints import (
+    host_ports_from,
+    node_affinity_from,
+    pod_affinity_from,
+    spread_from,
+    tolerations_from,
+)
 from shoal.kai.names import (
     GPU_DEVICES,
     GPU_FRACTION,
@@ -15,26 +22,49 @@ from shoal.kai.names import (
     SUBGROUP_LABEL,
     TASK_PRIORITY_LABEL,
 )
-from shoal.kai.nodes import SKIPPED_RESOURCES
 from shoal.kai.objects import JSON, meta, timestamp
 from shoal.kai.units import ConvertError, fraction_request
-from shoal.model.pod import GpuRequest, Pod, Toleration
+from shoal.model.pod import GpuRequest, Pod
 from shoal.model.resources import CPU, GPU, MEMORY, PODS, parse_cpu, parse_memory
 from shoal.model.status import PodStatus
 
+#: Pod-level requests (spec.resources) replace the containers' sum for these (PodLevelResources).
+_POD_LEVEL = ("cpu", "memory")
+
 
 def pod_requests(spec: JSON) -> dict[str, int]:
-    """Σ container requests (limits when a request is unset), max with each init container, + overhead."""
+    """kube's PodRequests: Σ containers (limits when a request is unset) + sidecars (restartable
+    init containers), max with each regular init container (+ the sidecars started before it),
+    pod-level requests for cpu / memory / hugepages when set, + overhead."""
     total: dict[str, int] = {}
     for c in spec.get("containers") or []:
-        for name, amount in _container_requests(c).items():
-            total[name] = total.get(name, 0) + amount
+        _add(total, _container_requests(c))
+    sidecars: dict[str, int] = {}
+    init_max: dict[str, int] = {}
     for c in spec.get("initContainers") or []:
-        for name, amount in _container_requests(c).items():
-            total[name] = max(total.get(name, 0), amount)
+        req = _container_requests(c)
+        if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+            _add(total, req)
+            _add(sidecars, req)
+            req = dict(sidecars)
+        else:
+            req = dict(req)
+            _add(req, sidecars)
+        for name, amount in req.items():
+            init_max[name] = max(init_max.get(name, 0), amount)
+    for name, amount in init_max.items():
+        total[name] = max(total.get(name, 0), amount)
+    for name, qty in ((spec.get("resources") or {}).get("requests") or {}).items():
+        if name in _POD_LEVEL or name.startswith("hugepages-"):
+            total[name] = _quantity(name, qty)
     for name, qty in (spec.get("overhead") or {}).items():
         total[name] = total.get(name, 0) + _quantity(name, qty)
     return total
+
+
+def _add(total: dict[str, int], more: dict[str, int]) -> None:
+    for name, amount in more.items():
+        total[name] = total.get(name, 0) + amount
 
 
 def _container_requests(c: JSON) -> dict[str, int]:
@@ -126,9 +156,6 @@ def pod_from(obj: JSON, job: str) -> Pod:
     mem = req.pop(MEMORY, 0)
     whole = req.pop(GPU, 0)
     req.pop(PODS, None)
-    for name in list(req):
-        if name.startswith(SKIPPED_RESOURCES):
-            req.pop(name)
     mig = {k: v for k, v in req.items() if k.startswith("nvidia.com/mig-")}
     extended = {k: v for k, v in req.items() if k not in mig}
     gpu = gpu_request(m.get("annotations") or {}, whole)
@@ -143,13 +170,40 @@ def pod_from(obj: JSON, job: str) -> Pod:
         task_priority=task_priority, task_priority_invalid=tp_invalid,
         creation=timestamp(m.get("creationTimestamp")) or 0.0,
         node_selector=dict(spec.get("nodeSelector") or {}),
-        node_affinity=_node_affinity(spec),
-        tolerations=[Toleration(str(t.get("key", "")), str(t.get("operator", "Equal")),
-                                str(t.get("value", "")), str(t.get("effect", "")))
-                     for t in spec.get("tolerations") or [] if isinstance(t, dict)],
+        node_affinity=node_affinity_from(spec),
+        pod_affinity=pod_affinity_from(spec, str(m.get("namespace", "")), labels),
+        spread=spread_from(spec, labels),
+        host_ports=host_ports_from(spec),
+        tolerations=tolerations_from(spec),
         nominated_node=status.get("nominatedNodeName") or None,
         start_time=timestamp(status.get("startTime")),
     )
+
+
+def placed_pod_from(obj: JSON, job: str) -> Pod:
+    """A pod another scheduler placed (or one of ours we cannot read) -> a model Pod on its node:
+    what it uses, its labels and the inter-pod terms and host ports that constrain our pods.
+    KAI annotations are not read. Never raises: a part that cannot be decoded is left out."""
+    m = meta(obj)
+    spec = obj.get("spec") or {}
+    labels = dict(m.get("labels") or {})
+    namespace = str(m.get("namespace", ""))
+    try:
+        req = pod_requests(spec)
+    except ConvertError:
+        req = {}
+    try:
+        affinity = pod_affinity_from(spec, namespace, labels)
+    except ConvertError:
+        affinity = None
+    extended = {k: v for k, v in req.items() if k not in (CPU, MEMORY, PODS, GPU)}
+    return Pod(
+        uid=str(m.get("uid")), name=str(m.get("name")), namespace=namespace, job=job,
+        status=PodStatus.RELEASING if m.get("deletionTimestamp") else PodStatus.RUNNING,
+        cpu_milli=req.get(CPU, 0), memory=req.get(MEMORY, 0), gpu=GpuRequest(whole=req.get(GPU, 0)),
+        extended=extended, node=spec.get("nodeName") or None, labels=labels, pod_affinity=affinity,
+        host_ports=host_ports_from(spec), best_effort=False,
+        creation=timestamp(m.get("creationTimestamp")) or 0.0)
 
 
 def _task_priority(value: str | None) -> tuple[int | None, bool]:
@@ -159,14 +213,3 @@ def _task_priority(value: str | None) -> tuple[int | None, bool]:
         return int(value), False
     except ValueError:
         return None, True
-
-
-def _node_affinity(spec: JSON) -> list[list[tuple[str, str, tuple[str, ...]]]]:
-    req = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-           .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = []
-    for term in req.get("nodeSelectorTerms") or []:
-        exprs = [(str(e.get("key", "")), str(e.get("operator", "In")), tuple(str(v) for v in e.get("values") or []))
-                 for e in (term or {}).get("matchExpressions") or []]
-        terms.append(exprs)
-    return terms

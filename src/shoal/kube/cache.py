@@ -26,10 +26,10 @@ from shoal.kai.crds import implicit_podgroup, implicit_uid, podgroup_from, queue
 from shoal.kai.names import PODGROUP_ANNOTATION
 from shoal.kai.nodes import node_from
 from shoal.kai.objects import JSON, meta
-from shoal.kai.pods import pod_from, pod_requests
+from shoal.kai.pods import placed_pod_from, pod_from
 from shoal.kai.units import ConvertError
 from shoal.model.node import Node
-from shoal.model.pod import GpuRequest, Pod
+from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
 from shoal.model.queue import Queue
 from shoal.model.resources import GPU
@@ -82,6 +82,7 @@ class ClusterCache:
     queues: dict[str, Queue] = field(default_factory=dict)
     queue_objs: dict[str, JSON] = field(default_factory=dict)
     topologies: dict[str, Topology] = field(default_factory=dict)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     priorities: dict[str, int] = field(default_factory=dict)
     global_default: int | None = None
     problems: dict[tuple[str, str], Problem] = field(default_factory=dict)
@@ -173,20 +174,12 @@ class ClusterCache:
             if self.other.pop(uid, None) is not None:
                 self._touch()
             return
-        if uid in self.other:
-            return  # requests of a bound pod do not change
-        try:
-            req = pod_requests(spec)
-        except ConvertError:
-            req = {}
+        prev = self.other.get(uid)
         m = meta(obj)
-        self.other[uid] = Pod(
-            uid=uid, name=str(m.get("name")), namespace=str(m.get("namespace", "")), job=OTHER_JOB,
-            status=PodStatus.RUNNING, cpu_milli=req.get("cpu", 0), memory=req.get("memory", 0),
-            gpu=GpuRequest(whole=req.get(GPU, 0)),
-            extended={k: v for k, v in req.items()
-                      if k not in ("cpu", "memory", "pods", GPU) and not k.startswith(("ephemeral", "hugepages"))},
-            node=spec["nodeName"], best_effort=False)
+        if prev is not None and prev.labels == (m.get("labels") or {}) and \
+                (prev.status == PodStatus.RELEASING) == bool(m.get("deletionTimestamp")):
+            return  # requests, terms and ports of a bound pod do not change; labels may
+        self.other[uid] = placed_pod_from(obj, OTHER_JOB)
         self._touch()
 
     def mark_ungroupable(self, uid: str) -> None:
@@ -301,6 +294,21 @@ class ClusterCache:
                 self.problems[("Topology", name)] = Problem("Topology", "", name, "", str(e))
         self._touch()
 
+    def on_namespace(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        """Namespace labels, for the namespace selectors of inter-pod terms."""
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.namespaces.pop(name, None)
+        else:
+            labels = dict(meta(new).get("labels") or {})
+            if self.namespaces.get(name) == labels:
+                return
+            self.namespaces[name] = labels
+        self._touch()
+
     def on_priority_class(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         obj = new or old
         if obj is None:
@@ -358,7 +366,7 @@ class ClusterCache:
                     used[k] = used.get(k, 0) + v
         return ClusterSnapshot(now=now, nodes=list(self.nodes.values()), pods=pods, podgroups=podgroups,
                                queues=list(self.queues.values()), topologies=list(self.topologies.values()),
-                               other_used=other_used)
+                               other_used=other_used, namespace_labels=self.namespaces)
 
     def pending_pods_of(self, job: str) -> list[PodRef]:
         refs = (self.refs.get(uid) for uid in self.pods_by_job.get(job, ()))
@@ -372,7 +380,9 @@ def _signature(obj: JSON) -> tuple[object, ...]:
     status = obj.get("status") or {}
     return (spec.get("nodeName"), status.get("phase"), m.get("deletionTimestamp"), repr(m.get("labels")),
             repr(m.get("annotations")), repr(spec.get("schedulingGates")), status.get("nominatedNodeName"),
-            status.get("startTime"), repr(spec.get("containers")), repr(spec.get("initContainers")))
+            status.get("startTime"), repr(spec.get("containers")), repr(spec.get("initContainers")),
+            # Mutable on gated pods (tolerations: additions on any pod).
+            repr(spec.get("tolerations")), repr(spec.get("affinity")), repr(spec.get("nodeSelector")))
 
 
 def _scheduled_condition(obj: JSON) -> tuple[str, str] | None:

@@ -59,6 +59,7 @@ class Resource:
 
 PODS = Resource("/api/v1", "pods", True)
 NODES = Resource("/api/v1", "nodes", False)
+NAMESPACES = Resource("/api/v1", "namespaces", False)
 EVENTS = Resource("/api/v1", "events", True)
 PRIORITY_CLASSES = Resource("/apis/scheduling.k8s.io/v1", "priorityclasses", False)
 LEASES = Resource("/apis/coordination.k8s.io/v1", "leases", True)

@@ -28,6 +28,7 @@ from shoal.kube.applier import Applier, ApplyStats
 from shoal.kube.cache import OTHER_JOB, ClusterCache
 from shoal.kube.client import (
     JSON,
+    NAMESPACES,
     NODES,
     PODGROUPS,
     PODS,
@@ -84,6 +85,7 @@ class SchedulerService:
             Informer(client, QUEUES, self.cache.on_queue),
             Informer(client, TOPOLOGIES, self.cache.on_topology),
             Informer(client, NODES, self.cache.on_node),
+            Informer(client, NAMESPACES, self.cache.on_namespace),
             Informer(client, PODGROUPS, self.cache.on_podgroup),
             Informer(client, PODS, self._on_pod),
         ]

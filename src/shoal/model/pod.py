@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shoal.model.constraints import HostPort, NodeAffinity, PodAffinity, SpreadConstraint
 from shoal.model.resources import MILLI
 from shoal.model.status import PodStatus
 
@@ -51,20 +52,25 @@ def portion_for_memory(memory_mib: int, device_memory_mib: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class AffinityTerm:
-    """A required pod (anti-)affinity term: pods whose labels include `match_labels`, per topology key."""
-
-    match_labels: tuple[tuple[str, str], ...]
-    topology_key: str
-    anti: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class Toleration:
+    """A toleration. `seconds` (tolerationSeconds) only bounds how long a NoExecute taint is
+    tolerated once running; like kube-scheduler, placement ignores it."""
+
     key: str = ""
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    seconds: int | None = None
+
+    def tolerates(self, key: str, value: str, effect: str) -> bool:
+        """v1.Toleration.ToleratesTaint (Gt/Lt are alpha in Kubernetes and off: they never match)."""
+        if self.effect and self.effect != effect:
+            return False
+        if self.key and self.key != key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == value
+        return self.operator == "Exists"
 
 
 @dataclass(slots=True)
@@ -90,9 +96,12 @@ class Pod:
     task_priority_invalid: bool = False
     creation: float = 0.0
     node_selector: dict[str, str] = field(default_factory=dict)
-    #: Required node affinity: OR of terms, each term an AND of (key, operator, values).
-    node_affinity: list[list[tuple[str, str, tuple[str, ...]]]] = field(default_factory=list)
-    pod_affinity: list[AffinityTerm] = field(default_factory=list)
+    #: Node affinity (required terms and weighted preferences); None = none.
+    node_affinity: NodeAffinity | None = None
+    #: Inter-pod affinity and anti-affinity terms (namespaces already resolved for the pod).
+    pod_affinity: PodAffinity | None = None
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
     tolerations: list[Toleration] = field(default_factory=list)
     legacy_mig: bool = False
     nominated_node: str | None = None

@@ -29,5 +29,8 @@ class ClusterSnapshot:
     topologies: list[Topology] = field(default_factory=list)
     usage: dict[str, dict[str, float]] = field(default_factory=dict)
     other_used: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Labels of each namespace, for the namespace selectors of inter-pod terms (a namespace not
+    #: listed has no labels).
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     #: DRA ResourceClaims by (namespace, name); see shoal.model.dra.
     resource_claims: dict[tuple[str, str], ResourceClaim] = field(default_factory=dict)
