@@ -1,0 +1,1 @@
+"""Tests of the OCI image built by scripts/build-image."""
