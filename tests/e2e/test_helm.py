@@ -136,7 +136,7 @@ def test_chart_renders_optional_parts(chart_cluster: ChartCluster) -> None:
     assert pod["containers"][0]["args"][0] == "-vv"
 
 
-def test_chart_crds_and_priority_classes_match_deploy() -> None:
+def test_chart_crds_match_deploy() -> None:
     """The chart carries copies of deploy/crds (helm cannot read outside the chart): they must not drift."""
     for crd in sorted((DEPLOY / "crds").glob("*.yaml")):
         assert (CHART / "crds" / crd.name).read_text() == crd.read_text(), crd.name
@@ -152,8 +152,10 @@ def test_install_creates_every_object(chart_cluster: ChartCluster, installed: fl
     print(f"helm install --wait: {installed:.1f} s")
     for crd in ("queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "topologies.kai.scheduler"):
         c.get(CustomResourceDefinition, crd)
-    assert {pc: c.get(PriorityClass, pc).value for pc in ("train", "build-preemptible", "build", "inference")} \
-        == {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+    # The same priority classes as deploy/priorityclasses.yaml (train 50, build-preemptible 75, build 100,
+    # inference 125).
+    want = {d["metadata"]["name"]: d["value"] for d in yaml.safe_load_all((DEPLOY / "priorityclasses.yaml").read_text())}
+    assert len(want) == 4 and {pc: c.get(PriorityClass, pc).value for pc in want} == want
     c.get(ServiceAccount, RELEASE, namespace=NAMESPACE)
     c.get(ClusterRole, RELEASE)
     c.get(ClusterRoleBinding, RELEASE)
