@@ -154,7 +154,8 @@ def test_install_creates_every_object(chart_cluster: ChartCluster, installed: fl
         c.get(CustomResourceDefinition, crd)
     # The same priority classes as deploy/priorityclasses.yaml (train 50, build-preemptible 75, build 100,
     # inference 125).
-    want = {d["metadata"]["name"]: d["value"] for d in yaml.safe_load_all((DEPLOY / "priorityclasses.yaml").read_text())}
+    docs = yaml.safe_load_all((DEPLOY / "priorityclasses.yaml").read_text())
+    want = {d["metadata"]["name"]: d["value"] for d in docs}
     assert len(want) == 4 and {pc: c.get(PriorityClass, pc).value for pc in want} == want
     c.get(ServiceAccount, RELEASE, namespace=NAMESPACE)
     c.get(ClusterRole, RELEASE)
