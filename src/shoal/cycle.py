@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from shoal.defaults import action_registry, plugin_registry
 from shoal.framework.config import ConfigError, SchedulerConfig
-from shoal.framework.decisions import Decisions, GangExplanation
+from shoal.framework.decisions import NO_NODES, Decisions, GangExplanation
 from shoal.framework.session import Session
 from shoal.model.snapshot import ClusterSnapshot
 
@@ -55,13 +55,17 @@ def run_actions(ssn: Session, actions: list[str] | tuple[str, ...]) -> list[str]
 
 
 def close_session(ssn: Session) -> Decisions:
-    """Explanations for every gang that still has pending pods."""
+    """Explanations for every gang that still has pending pods. In a cluster without nodes each
+    one says so, even when no action tried to place it (allocate is not configured)."""
     d = ssn.decisions
+    no_nodes = not len(ssn.nodes)
     for job in ssn.jobs.values():
         if not job.has_pending():
             continue
         reasons = list(job.reasons)
         messages = list(job.fit_errors)
+        if no_nodes and not any(NO_NODES in m for m in messages):
+            messages.insert(0, NO_NODES)
         if job.queue is None:
             reasons.append("QueueDoesNotExist")
             messages.append(f"queue {job.pg.queue!r} does not exist")

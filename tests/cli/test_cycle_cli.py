@@ -50,6 +50,19 @@ def test_table_output_names_pending_gangs(capsys: pytest.CaptureFixture[str]) ->
     assert "Pending gangs" in out and "too-big" in out
 
 
+def test_cluster_without_nodes_explains_every_gang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "cluster.yaml"
+    f.write_text("nodes: []\nqueues: [{name: q}]\n"
+                 "jobs: [{name: g, queue: q, gpus: 1, pods: 2}, {name: f, queue: q, gpus: 0.5}]\n")
+    code, out, err = run(capsys, "cycle", str(f), "--json")
+    assert code == 0 and "Traceback" not in err
+    d = json.loads(out)
+    assert d["binds"] == [] and d["evictions"] == []
+    pending = {p["job"]: p["messages"] for p in d["pending"]}
+    assert set(pending) == {"g", "f"}
+    assert all(any("no nodes in the cluster" in m for m in msgs) for msgs in pending.values())
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

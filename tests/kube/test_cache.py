@@ -221,3 +221,14 @@ def test_bound_pod_that_turns_invalid_still_holds_its_gpus(cache: ClusterCache) 
     assert ("Pod", "uid-a") in cache.problems and "uid-a" not in cache.pods
     cache.on_pod("ADDED", None, pod("b"))
     assert not run_cycle(cache.snapshot()).decisions.binds  # both GPUs of n1 are still taken
+
+
+def test_last_node_deleted_is_an_ordinary_cycle(cache: ClusterCache) -> None:
+    """Every node gone, a pod still bound to one and one pending: the service's cycle neither
+    crashes nor evicts, and the pending gang is told why (issue #12)."""
+    cache.on_pod("ADDED", None, pod("running", node_name="n1"))
+    cache.on_pod("ADDED", None, pod("waiting"))
+    cache.on_node("DELETED", node("n1"), None)
+    d = run_cycle(cache.snapshot()).decisions
+    assert not d.binds and not d.evictions
+    assert any("no nodes in the cluster" in m for m in d.explanations["pod:uid-waiting"].messages)

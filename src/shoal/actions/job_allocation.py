@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shoal.actions.node_choice import best_node, rejection_counts
+from shoal.framework.decisions import NO_NODES
 from shoal.framework.jobs import Job, PodSet, Task
 from shoal.framework.session import NodeSetsFn, Session
 from shoal.framework.statement import Statement
@@ -306,7 +307,8 @@ def _add_reason(job: Job, reason: str, message: str) -> None:
 
 def _node_errors(task: Task, rejected: Counter[str]) -> None:
     parts = [f"{n} {reason}" for reason, n in sorted(rejected.items(), key=lambda kv: (-kv[1], kv[0])) if n]
-    task.job.fit_errors.append(f"pod {task.pod.name}: no node fits ({'; '.join(parts) or 'no nodes'})")
+    # No node rejected at all: there was none to try (rejection_counts starts from every node).
+    task.job.fit_errors.append(f"pod {task.pod.name}: no node fits ({'; '.join(parts) or NO_NODES})")
 
 
 def _gang_error(job: Job, tasks: list[Task], failed: Task) -> None:

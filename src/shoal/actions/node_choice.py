@@ -121,7 +121,10 @@ def best_node(ssn: Session, task: Task, node_mask: np.ndarray | None,
     """(node index, fits idle now) of the best node for `task`, or None. Ties: lowest node name.
 
     The cached node-local answers are ANDed with the pick-time filters (`Hooks.dynamic_filters`)
-    and the cached scores adjusted by `Hooks.score_adjusters`, if any."""
+    and the cached scores adjusted by `Hooks.score_adjusters`, if any. A cluster without nodes
+    has no best node (None), like a cluster where no node fits."""
+    if not len(ssn.nodes):
+        return None
     entry = _entry(ssn, task)
     dyn = dynamic_mask(ssn, task)
     if dyn is not None:

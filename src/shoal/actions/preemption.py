@@ -12,6 +12,7 @@ from shoal.actions.victims import feasible_nodes
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import ScenarioValidator, Session
+from shoal.model.status import ACTIVE_ALLOCATED
 
 #: Per preemptor: the victim candidates (in any order; the solver orders them), or None to skip.
 VictimPicker = Callable[[Job], list[Job] | None]
@@ -57,7 +58,8 @@ def candidate_victims(ssn: Session, keep: Callable[[Job], bool], queue: str | No
     pools: dict[str | None, list[Job]] | None = ssn.hooks.extra.get("victim_pools")
     if pools is None:
         everyone = [ssn.jobs[uid] for uid in sorted(ssn.jobs)
-                    if ssn.jobs[uid].queue is not None and ssn.jobs[uid].preemptible]
+                    if ssn.jobs[uid].queue is not None and ssn.jobs[uid].preemptible
+                    and not _runs_off_the_nodes(ssn.jobs[uid])]
         pools = {None: everyone}
         for job in everyone:
             assert job.queue is not None
@@ -71,6 +73,14 @@ def candidate_victims(ssn: Session, keep: Callable[[Job], bool], queue: str | No
         if any(ps.active_allocated for ps in job.pod_sets.values()) and keep(job):
             out.append(job)
     return out
+
+
+def _runs_off_the_nodes(job: Job) -> bool:
+    """A pod of the job runs on a node missing from the snapshot (deleted, pod not yet collected).
+
+    KAI's Statement.Evict fails for a node not in the session, so such a job is never a victim;
+    evicting it would free nothing on any node (and the victim solver indexes victims by node)."""
+    return any(t.node < 0 and t.status & ACTIVE_ALLOCATED for t in job.tasks)
 
 
 def _below(ssn: Session, queue: str | None, pool: list[Job], priority: int) -> list[Job]:

@@ -43,6 +43,10 @@ class Evict:
     preemptor: str = ""
 
 
+#: The explanation of every pending gang in a cluster without nodes (whatever actions ran).
+NO_NODES = "no nodes in the cluster"
+
+
 @dataclass(slots=True)
 class GangExplanation:
     """Why a pod group is (still) pending: KAI reason codes and human-readable messages."""
