@@ -59,8 +59,11 @@ def open_predicates(ssn: Session, args: dict[str, str]) -> None:
         mig, strat = pick(is_mig, rows), pick(strategy, rows)
         if p.mig:
             return mig & ~pick(legacy_mig_nodes, rows) & (strat != "single"), "node does not offer the MIG profile"
-        ok = (~mig | (strat == "single")) & (strat != "mixed")
-        return ok, "node's GPUs are MIG-partitioned"
+        # A MIG node takes only whole-GPU pods, and only under strategy `single` (its devices are
+        # whole MIG slices that cannot be shared by fraction or GPU memory); the strategy label
+        # means nothing on a node that is not MIG (KAI's GetMigStrategy: none).
+        whole = not p.gpu.is_shared
+        return ~mig | ((strat == "single") & whole), "node's GPUs are MIG-partitioned"
 
     def gpu_memory_synced(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str] | None:
         if not task.pod.gpu.is_gpu_memory:
