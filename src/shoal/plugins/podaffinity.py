@@ -58,13 +58,15 @@ def kube_total(ssn: Session, task: Task, rows: np.ndarray) -> np.ndarray:
 def open_podaffinity(ssn: Session, args: dict[str, str]) -> None:
     """Register the kube-scheduler preference score as a pick-time adjuster."""
     prefer_taints = any(t.effect == "PreferNoSchedule" for n in ssn.nodes.nodes for t in n.taints)
-    any_terms = any(t.pod.pod_affinity is not None for t in ssn.task_list)
+    # Terms that score other pods (kube-scheduler's symmetric InterPodAffinity terms).
+    scoring_terms = any(pa is not None and (pa.required or pa.preferred or pa.preferred_anti)
+                        for pa in (t.pod.pod_affinity for t in ssn.task_list))
 
     def adjust(s: Session, task: Task, rows: np.ndarray, scores: np.ndarray) -> np.ndarray | None:
         pod = task.pod
         soft_spread = any(not c.hard for c in pod.spread)
         preferred = pod.node_affinity is not None and bool(pod.node_affinity.preferred)
-        if not (prefer_taints or any_terms or soft_spread or preferred):
+        if not (prefer_taints or scoring_terms or soft_spread or preferred):
             return None  # nothing any task of this signature could prefer in this session
         total = kube_total(s, task, rows)
         if total.size and total.min() == total.max():
