@@ -20,7 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Run scenario files or directories of the KAI corpus "
                                    "(schema: data/conformance/README.md). Exit 0 only if every scenario passed.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or directories")
-    p.add_argument("--json", metavar="FILE", help="write results as JSON ('-' = stdout)")
+    p.add_argument("--json", metavar="FILE",
+                   help="write results as JSON ('-' = stdout); each result's `seconds` is the process "
+                        "(CPU) time of its decisions: session open + actions, summed over the rounds of "
+                        "a full cycle, loading and checking excluded")
     p.add_argument("--failures", type=int, default=40, metavar="N", help="list at most N failures (default 40)")
     p.set_defaults(func=main)
 
@@ -46,8 +49,8 @@ def main(args: argparse.Namespace) -> int:
     counts = Counter(r.outcome for r in results)
     payload = {"total": len(results), "passed": counts["passed"], "failed": counts["failed"],
                "errored": counts["errored"], "skipped": counts["skipped"],
-               "results": [{"id": r.id, "kind": r.kind, "outcome": r.outcome, "message": r.message}
-                           for r in results]}
+               "results": [{"id": r.id, "kind": r.kind, "outcome": r.outcome, "message": r.message,
+                            "seconds": round(r.seconds, 6)} for r in results]}
     if args.json == "-":
         json.dump(payload, sys.stdout, indent=1)
         print()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,16 @@ class Result:
     kind: str
     outcome: str  # passed | failed | errored | skipped
     message: str = ""
+    #: Process (CPU) seconds of the scenario's decisions: session open + actions, summed over the
+    #: sessions that run actions (every round of a full cycle); loading and checking excluded.
+    seconds: float = 0.0
+
+
+@dataclass(slots=True)
+class _Clock:
+    """Process time spent deciding, accumulated over a scenario's sessions."""
+
+    seconds: float = 0.0
 
 
 def load(path: Path) -> Scenario:
@@ -51,23 +62,29 @@ def unsupported_reason(sc: Scenario) -> str:
 def run(sc: Scenario) -> Result:
     if sc.unsupported:
         return Result(sc.id, sc.kind, "skipped", sc.unsupported)
+    clock = _Clock()
     try:
         if sc.kind == "full_cycle":
-            problems = _run_full_cycle(sc)
+            problems = _run_full_cycle(sc, clock)
         else:
-            ssn, calls = _one_session(sc, None)
+            ssn, calls = _one_session(sc, None, clock)
             problems = check(sc, ssn, calls, 0)
     except Exception as err:  # a scenario crash is reported, never fatal to the run
-        return Result(sc.id, sc.kind, "errored", f"{type(err).__name__}: {err}")
+        return Result(sc.id, sc.kind, "errored", f"{type(err).__name__}: {err}", clock.seconds)
     if problems:
-        return Result(sc.id, sc.kind, "failed", "; ".join(problems[:6]))
-    return Result(sc.id, sc.kind, "passed")
+        return Result(sc.id, sc.kind, "failed", "; ".join(problems[:6]), clock.seconds)
+    return Result(sc.id, sc.kind, "passed", "", clock.seconds)
 
 
-def _one_session(sc: Scenario, jobs: list[dict[str, Any]] | None,
+def _one_session(sc: Scenario, jobs: list[dict[str, Any]] | None, clock: _Clock | None,
                  actions: list[str] | None = None) -> tuple[Session, dict[str, int]]:
-    ssn = open_session(build_snapshot(sc, jobs), build_config(sc))
+    """One session on the scenario; its open + actions are timed on `clock` (None: not timed)."""
+    snapshot, config = build_snapshot(sc, jobs), build_config(sc)
+    started = time.process_time()
+    ssn = open_session(snapshot, config)
     run_actions(ssn, sc.actions if actions is None else actions)
+    if clock is not None:
+        clock.seconds += time.process_time() - started
     close_session(ssn)
     d = ssn.decisions
     return ssn, {"binds": len(d.binds), "evictions": len(d.evictions), "pipelined": len(d.pipelines)}
@@ -98,24 +115,24 @@ def _write_back(sc: Scenario, jobs: list[dict[str, Any]], ssn: Session) -> list[
     return out
 
 
-def _run_full_cycle(sc: Scenario) -> list[str]:
+def _run_full_cycle(sc: Scenario, clock: _Clock) -> list[str]:
     rounds = sc.data.get("rounds") or {}
     jobs = copy.deepcopy(sc.data.get("jobs") or [])
     fit_errors: dict[str, list[str]] = {}
     problems: list[str] = []
     for r in range(int(rounds.get("until_match", 2) or 2)):
-        ssn, calls = _one_session(sc, jobs)
+        ssn, calls = _one_session(sc, jobs, clock)
         # KAI's cache mock limits every session, the rounds before the match included.
         problems += [f"round {r + 1}: {p}" for p in check_calls(sc, calls)]
         fit_errors = {uid: j.fit_errors for uid, j in ssn.jobs.items()}
         jobs = _write_back(sc, jobs, ssn)
-    ssn, calls = _one_session(sc, jobs, actions=[])
+    ssn, calls = _one_session(sc, jobs, None, actions=[])  # only to check: no decision to time
     for uid, errs in fit_errors.items():
         if uid in ssn.jobs:
             ssn.jobs[uid].fit_errors = errs
     problems += check(sc, ssn, calls, 0)
     for r in range(int(rounds.get("after_match", 5) or 5)):
-        ssn, calls = _one_session(sc, jobs)
+        ssn, calls = _one_session(sc, jobs, clock)
         problems += [f"after round {r + 1}: {p}" for p in check(sc, ssn, calls, r + 1)]
         jobs = _write_back(sc, jobs, ssn)
         if problems:
