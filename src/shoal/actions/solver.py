@@ -134,6 +134,8 @@ class VictimSolver:
         self._reps: dict[str, list[Task]] = {}
         self._log: VictimLog | None = None
         self._scan: _Scan | None = None
+        #: Victim job uid -> (job version, its tasks to allocate in a simulation).
+        self._sim_tasks: dict[str, tuple[int, list[Task]]] = {}
 
     # -- entry point ---------------------------------------------------------------------
     def solve(self, job: Job) -> Statement | None:
@@ -164,14 +166,29 @@ class VictimSolver:
         self._log = VictimLog(self.base_queue)
         recorded: list[list[Task]] = []
         n = len(tasks)
+        # One statement for the whole search: its first `base` operations evict the recorded
+        # victims; every scenario works after them and is rolled back when it fails. KAI evicts
+        # the recorded victims afresh in every scenario - the same state, without redoing (and
+        # re-deriving the victims' jobs from) thousands of evictions per partial job.
+        stmt = Statement(self.ssn)
+        base = 0
+        evicted: set[str] = set()
         for k in range(1, n + 1):
-            sol = self._solve_partial(tasks[:k], recorded, caps)
+            sol = self._solve_partial(stmt, base, tasks[:k], recorded, caps)
             if sol is None:
+                stmt.discard()
                 return None
             if k == n:
-                return sol.stmt
-            sol.stmt.discard()
+                return stmt
+            stmt.rollback(base)
             recorded = sol.victim_batches
+            now = {t.uid for b in recorded for t in b}
+            if not evicted <= now:
+                stmt.discard()  # a recorded victim was dropped: rebuild the base
+                evicted = set()
+            self._evict(stmt, [t for b in recorded for t in b if t.uid not in evicted])
+            evicted = now
+            base = stmt.checkpoint()
         return None
 
     def _whole_job_may_fit(self, tasks: list[Task], caps: np.ndarray) -> bool:
@@ -183,10 +200,11 @@ class VictimSolver:
         return bound.necessary_ok()
 
     # -- scenarios -------------------------------------------------------------------------
-    def _solve_partial(self, partial: list[Task], recorded_batches: list[list[Task]],
-                       caps: np.ndarray) -> _Solution | None:
+    def _solve_partial(self, stmt: Statement, base: int, partial: list[Task],
+                       recorded_batches: list[list[Task]], caps: np.ndarray) -> _Solution | None:
         """KAI `solvePartialJob`: the scenarios of one partial job in order, each simulated only
-        when the filters pass; the first solution, or None."""
+        when the filters pass; the first solution (its operations left in `stmt`), or None
+        (`stmt` back at `base`, where the recorded victims are evicted)."""
         assert self.preemptor is not None and self._log is not None
         recorded = [t for b in recorded_batches for t in b]
         self._reps = {t.uid: b for b in recorded_batches for t in b}
@@ -200,10 +218,10 @@ class VictimSolver:
             return filt.passes() and (not topo.active or topo.passes())
 
         if recorded and ok():
-            sol = self._try(partial, recorded, [], None)
+            sol = self._try(stmt, base, partial, recorded, None, None)
             if sol is not None:
                 return sol
-        potential: list[Task] = []
+        potential = _Potential(self._log)
         scan = self._scan = _Scan(self._log, rec)
         while True:
             if scan.live is None and not topo.active:
@@ -212,42 +230,37 @@ class VictimSolver:
             if step is None:
                 return None
             vjob, batch = step
-            potential.extend(batch)
+            potential.add(batch)
             filt.add(batch)
             topo.add(batch)
             if not ok():
                 continue
-            sol = self._try(partial, recorded, potential, self.ssn.jobs[vjob.uid])
+            sol = self._try(stmt, base, partial, recorded, potential, self.ssn.jobs[vjob.uid])
             if sol is not None:
                 return sol
 
-    def _try(self, partial: list[Task], recorded: list[Task], potential: list[Task],
-             latest: Job | None) -> _Solution | None:
-        """KAI's by-pod solver for one scenario: recorded victims alone (no latest victim job), or
-        recorded plus, node by node of the latest victim job (its pods' nodes, name order; a pod
-        without a node stands for none), the potential victims of the jobs with a potential
-        victim on that node."""
-        stmt = Statement(self.ssn)
+    def _try(self, stmt: Statement, base: int, partial: list[Task], recorded: list[Task],
+             potential: _Potential | None, latest: Job | None) -> _Solution | None:
+        """KAI's by-pod solver for one scenario (the recorded victims are already evicted up to
+        `base`): recorded victims alone (no latest victim job), or recorded plus, node by node of
+        the latest victim job (its pods' nodes, name order; a pod without a node stands for none),
+        the potential victims of the jobs with a potential victim on that node. On failure the
+        statement is rolled back to `base`."""
         self._rejected = False
-        self._evict(stmt, recorded)
-        if latest is None:
+        if latest is None or potential is None:
             sol = self._simulate(stmt, partial, recorded)
-            if sol is not None:
-                return sol
-            stmt.discard()
-            return None
+            if sol is None:
+                stmt.rollback(base)
+            return sol
         for node in sorted({t.node for t in latest.tasks}):
-            jobs = {t.job.uid for t in potential if t.node == node} if node >= 0 else set()
-            chosen = [t for t in potential if t.job.uid in jobs]
-            cp = stmt.checkpoint()
+            chosen = potential.of_jobs_on(node)
             self._evict(stmt, chosen)
             sol = self._simulate(stmt, partial, recorded + chosen)
             if sol is not None:
                 return sol
+            stmt.rollback(base)
             if self._rejected:
                 break  # KAI: a scenario the validator rejects is not retried on other nodes
-            stmt.rollback(cp)
-        stmt.discard()
         return None
 
     def _evict(self, stmt: Statement, tasks: list[Task]) -> None:
@@ -283,6 +296,7 @@ class VictimSolver:
         # the order would be popped and skipped, so stop there.
         to_act = sum(1 for uid in victim_jobs | {job.uid} if jobs[uid].queue is not None)
         placed = False
+        waiting = {uid for uid in victim_jobs if jobs[uid].queue is not None}
         while to_act:
             nxt = order.pop()
             if nxt is None:
@@ -297,17 +311,55 @@ class VictimSolver:
                     stmt.rollback(cp)
                     return None
                 placed = True
+                waiting.discard(job.uid)
             elif nxt.uid in victim_jobs:
+                waiting.discard(nxt.uid)
                 if not could_fit(ssn, tasks_to_allocate(nxt, real=False), mask):
                     continue  # exactly what allocate_job would conclude, without its error texts
                 cp = stmt.checkpoint()
                 errors, reasons = list(nxt.fit_errors), list(nxt.reasons)
                 if not allocate_job(ssn, stmt, nxt, pipeline_only=True, node_mask=mask, real=False):
                     stmt.rollback(cp)
+                    nxt.fit_errors, nxt.reasons = errors, reasons
+                    continue
                 nxt.fit_errors, nxt.reasons = errors, reasons
+            else:
+                continue
+            if placed and self._inert(waiting, mask):
+                break  # the victims still to come can no longer be re-placed: nothing else acts
         if not placed:
             return None
         return self._validate(stmt, victims)
+
+    def _inert(self, victim_jobs: set[str], mask: np.ndarray) -> bool:
+        """True when no victim job can be re-placed in this simulation: each has a whole-resource
+        task to allocate that fits no allowed node even counting releasing resources (`could_fit`
+        false, so `allocate_job` must fail). Judged on the state after the evictions; the
+        simulation only takes resources from there, so it stays true and the queue order of the
+        simulation cannot matter."""
+        ssn = self.ssn
+        free = ssn.nodes.idle + ssn.nodes.releasing
+        verdict: dict[bytes, bool] = {}
+        for uid in victim_jobs:
+            j = ssn.jobs[uid]
+            hit = self._sim_tasks.get(uid)
+            if hit is None or hit[0] != j.version:
+                hit = self._sim_tasks[uid] = (j.version, tasks_to_allocate(j, real=False))
+            stuck = False
+            for t in hit[1]:
+                if t.pod.gpu.is_shared or t.pod.best_effort:
+                    return False  # not judged by the whole-resource check
+                key = t.vec.tobytes()
+                fits = verdict.get(key)
+                if fits is None:
+                    cols = np.flatnonzero(t.vec)
+                    fits = verdict[key] = bool(((free[:, cols] >= t.vec[cols]).all(axis=1) & mask).any())
+                if not fits:
+                    stuck = True
+                    break
+            if not stuck and hit[1]:
+                return False
+        return True
 
     def _validate(self, stmt: Statement, victims: list[Task]) -> _Solution | None:
         job = self.preemptor
@@ -334,6 +386,43 @@ class VictimSolver:
             if b is not None:
                 return b
         return [task]
+
+
+class _Potential:
+    """A partial job's potential victims in the order added, with their nodes and job ids, so
+    "every potential victim of the jobs with one on node X" is a vectorised lookup."""
+
+    def __init__(self, log: VictimLog) -> None:
+        self.log = log
+        self.tasks: list[Task] = []
+        self._nodes: list[np.ndarray] = []
+        self._jobs: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def add(self, batch: list[Task]) -> None:
+        self.tasks.extend(batch)
+        self._nodes.append(np.array([t.node for t in batch], dtype=np.int64))
+        self._jobs.append(np.array([self.log.job_id(t.job.uid) for t in batch], dtype=np.int64))
+
+    def add_log_range(self, a: int, b: int) -> None:
+        """Add the log's tasks a..b-1 (flat indices)."""
+        node, _gain, jobs = self.log.columns()
+        self.tasks.extend(self.log.tasks[a:b])
+        self._nodes.append(node[a:b])
+        self._jobs.append(jobs[a:b])
+
+    def of_jobs_on(self, node: int) -> list[Task]:
+        """The potential victims of every job with a potential victim on `node` (none for -1)."""
+        if node < 0 or not self.tasks:
+            return []
+        if len(self._nodes) > 1:
+            self._nodes = [np.concatenate(self._nodes)]
+            self._jobs = [np.concatenate(self._jobs)]
+        nodes, jobs = self._nodes[0], self._jobs[0]
+        pick = np.isin(jobs, np.unique(jobs[nodes == node]))
+        return [self.tasks[i] for i in np.flatnonzero(pick).tolist()]
 
 
 class _Scan:
@@ -365,7 +454,7 @@ class _Scan:
         k = bisect_left(self._skip, lo)
         return min(self._skip[k], hi) if k < len(self._skip) else hi
 
-    def bulk_skip(self, filt: IdleGpuFilter, potential: list[Task]) -> None:
+    def bulk_skip(self, filt: IdleGpuFilter, potential: _Potential) -> None:
         """Add, at once, the longest run of entries from here that the filter's necessary
         condition rejects after each of them (so KAI would neither simulate nor stop there),
         stopping before any entry holding a recorded victim."""
@@ -389,15 +478,15 @@ class _Scan:
         if lo == i:
             return
         a, b = log.entries[i].start, log.end_of(lo - 1)
-        node, gain, _entry = log.columns()
+        node, gain, _jobs = log.columns()
         filt.add_bulk(node[a:b], gain[a:b])
-        potential.extend(log.tasks[a:b])
+        potential.add_log_range(a, b)
         self.i = lo
 
     def _extra(self, filt: IdleGpuFilter, i: int, p: int) -> np.ndarray:
         """GPUs the batches of entries i..p free, per node."""
         a, b = self.log.entries[i].start, self.log.end_of(p)
-        node, gain, _entry = self.log.columns()
+        node, gain, _jobs = self.log.columns()
         return np.bincount(node[a:b], weights=gain[a:b], minlength=len(filt.caps)).astype(np.int64)
 
     def next(self) -> tuple[Job, list[Task]] | None:

@@ -46,6 +46,9 @@ class VictimLog:
         self._node: list[int] = []
         self._gain: list[int] = []
         self._entry: list[int] = []
+        self._job: list[int] = []
+        #: Victim job uid -> a small integer (for vectorised "tasks of these jobs" lookups).
+        self.job_ids: dict[str, int] = {}
         self.entry_of: dict[str, int] = {}
         #: Victim task uid -> the batch it was popped in (KAI's job representative).
         self.batch_of: dict[str, list[Task]] = {}
@@ -81,15 +84,19 @@ class VictimLog:
             self._node.append(t.node)
             self._gain.append(victim_gain(t))
             self._entry.append(e)
+            self._job.append(self.job_id(t.job.uid))
             self.entry_of.setdefault(t.uid, e)
             self.batch_of.setdefault(t.uid, batch)
         self._arrays = None
 
+    def job_id(self, uid: str) -> int:
+        return self.job_ids.setdefault(uid, len(self.job_ids))
+
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(node, gain, entry) per recorded task, as arrays (rebuilt only after new pops)."""
+        """(node, gain, job id) per recorded task, as arrays (rebuilt only after new pops)."""
         if self._arrays is None:
             self._arrays = (np.array(self._node, dtype=np.int64), np.array(self._gain, dtype=np.int64),
-                            np.array(self._entry, dtype=np.int64))
+                            np.array(self._job, dtype=np.int64))
         return self._arrays
 
     def end_of(self, i: int) -> int:

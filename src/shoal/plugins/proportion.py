@@ -138,7 +138,9 @@ def queue_states(ssn: Session) -> dict[str, QueueState]:
 def victim_chunks(ssn: Session, victims: dict[str, list[Task]]) -> dict[str, list[np.ndarray]]:
     """Per reclaimee leaf queue, the resources taken: per victim job, the first `min` evicted
     pods of every pod set together are one (core) chunk, every further pod its own (elastic)
-    chunk. Victims that were moved (pipelined elsewhere or back) are not taken."""
+    chunk. Victims that were moved (pipelined elsewhere or back) are not taken, and a queue whose
+    victims all moved has no entry (KAI's `reclaimableFn` skips victims without resources: such a
+    queue is neither checked nor counted as a touched sibling)."""
     out: dict[str, list[np.ndarray]] = {}
     for uid in sorted(victims):
         job = ssn.jobs[uid]
@@ -158,6 +160,8 @@ def victim_chunks(ssn: Session, victims: dict[str, list[Task]]) -> dict[str, lis
                 core += t.quota_vector()
                 has_core = True
             extra.extend(t.quota_vector() for t in tasks[m:])
+        if not has_core and not extra:
+            continue  # KAI skips a victim job that lost nothing (every pod moved)
         chunks = out.setdefault(job.queue.name, [])
         if has_core:
             chunks.append(core)

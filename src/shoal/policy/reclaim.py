@@ -68,6 +68,19 @@ def fits_strategy(req: np.ndarray, x: QueueState, y: QueueState, remaining_y: np
     return fits_under(x.allocated + req, x.deserved) and not fits_under(remaining_y, y.deserved)
 
 
+def _fits_rows(x: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """`fits_under` for every row of x."""
+    out: np.ndarray = np.all((bound == -1) | (x <= bound), axis=1)
+    return out
+
+
+def _strategy_rows(req: np.ndarray, x: QueueState, y: QueueState, remaining_y: np.ndarray) -> np.ndarray:
+    """`fits_strategy` for every row of `remaining_y`."""
+    guarantee = fits_under(x.allocated + req, x.deserved)
+    out: np.ndarray = ~_fits_rows(remaining_y, y.alloc_share) | (guarantee & ~_fits_rows(remaining_y, y.deserved))
+    return out
+
+
 def _ratio(x: float, f: float) -> float:
     if f == 0:
         return float("inf") if x > 0 else 0.0
@@ -85,17 +98,24 @@ def reclaimable(queues: dict[str, QueueState], reclaimer: str, req: np.ndarray, 
     remaining: dict[str, np.ndarray] = {}
     touched: dict[str, np.ndarray] = {}
     for qname in sorted(chunks):
+        if not chunks[qname]:
+            continue
         x, y = leveled(queues, reclaimer, qname)
         if y not in remaining:
             remaining[y] = queues[y].allocated.copy()
-        for c in chunks[qname]:
-            if not fits_strategy(req, queues[x], queues[y], remaining[y]):
-                return False
-            for a in path(queues, qname):
-                if a not in remaining:
-                    remaining[a] = queues[a].allocated.copy()
-                remaining[a] = remaining[a] - c
-                touched[a] = touched.get(a, np.zeros(3, dtype=bool)) | (c > 0)
+        taken = np.asarray(chunks[qname], dtype=np.float64).reshape(-1, 3)
+        # The chunks go one after another: before chunk i, Y has lost chunks 0..i-1 (y is on
+        # qname's path). Checked for all i at once.
+        before = remaining[y] - np.vstack([np.zeros((1, 3)), np.cumsum(taken[:-1], axis=0)])
+        if not _strategy_rows(req, queues[x], queues[y], before).all():
+            return False
+        total = taken.sum(axis=0)
+        hit = (taken > 0).any(axis=0)
+        for a in path(queues, qname):
+            if a not in remaining:
+                remaining[a] = queues[a].allocated.copy()
+            remaining[a] = remaining[a] - total
+            touched[a] = touched.get(a, np.zeros(3, dtype=bool)) | hit
     return _within_boundaries(queues, reclaimer, req, preemptible, remaining, touched, multiplier)
 
 
