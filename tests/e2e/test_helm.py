@@ -144,6 +144,14 @@ def test_chart_crds_match_deploy() -> None:
         sorted(p.name for p in (DEPLOY / "crds").glob("*.yaml"))
 
 
+def test_chart_default_config_is_shoals_default() -> None:
+    """The chart's schedulerConfig renders shoal's built-in defaults (a KAI-format reading of them)."""
+    from shoal.framework.config import SchedulerConfig, config_from_dict
+
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert config_from_dict(values["schedulerConfig"]) == SchedulerConfig()
+
+
 # ---------------------------------------------------------------------------------------------- install
 
 
