@@ -17,6 +17,8 @@ class Bind:
     #: `Regular`, `Fraction` or `MigInstance` (KAI's `received-resource-type`).
     resource_type: str = "Regular"
     gpu_portion_milli: int = 0
+    #: Unbound claims of the pod: (claim name, PV to bind it to, or "" = provision on `node`).
+    volumes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

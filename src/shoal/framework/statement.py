@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from shoal.framework.decisions import Bind, Evict, Pipeline
 from shoal.framework.jobs import Task
 from shoal.framework.session import Session
+from shoal.framework.volumes import volume_plan
 from shoal.model.status import PodStatus
 
 
@@ -134,8 +135,9 @@ class Statement:
                 ssn.set_status(t, PodStatus.BINDING)
                 shared = pod.gpu.is_shared
                 rtype = "Fraction" if shared else ("MigInstance" if pod.mig else "Regular")
+                volumes = volume_plan(ssn).volumes_of(t) if pod.volume_claims else ()
                 d.binds.append(Bind(pod.uid, pod.namespace, t.job.uid, names[t.node], tuple(t.groups),
-                                    rtype, t.portion if shared else 0))
+                                    rtype, t.portion if shared else 0, volumes))
             elif op.kind == "pipeline" and t.status == PodStatus.PIPELINED:
                 d.pipelines.append(Pipeline(pod.uid, pod.namespace, t.job.uid, names[t.node], tuple(t.groups)))
             elif op.kind == "evict" and k not in undone:

@@ -53,7 +53,8 @@ def selector_from(obj: Any, where: str) -> LabelSelector | None:
     return LabelSelector(tuple(reqs))
 
 
-def _term(obj: JSON) -> NodeSelectorTerm:
+def node_term_from(obj: JSON) -> NodeSelectorTerm:
+    """A v1.NodeSelectorTerm (matchExpressions and matchFields)."""
     return NodeSelectorTerm(tuple(_requirement(_dict(e)) for e in _list(obj.get("matchExpressions"))),
                             tuple(_requirement(_dict(e)) for e in _list(obj.get("matchFields"))))
 
@@ -66,13 +67,13 @@ def node_affinity_from(spec: JSON) -> NodeAffinity | None:
     req_obj = na.get("requiredDuringSchedulingIgnoredDuringExecution")
     required = None
     if isinstance(req_obj, dict):
-        terms = (_term(_dict(t)) for t in _list(req_obj.get("nodeSelectorTerms")))
+        terms = (node_term_from(_dict(t)) for t in _list(req_obj.get("nodeSelectorTerms")))
         required = tuple(t for t in terms if not t.empty)
     preferred = []
     for p in _list(na.get("preferredDuringSchedulingIgnoredDuringExecution")):
         p = _dict(p)
         weight = int(p.get("weight") or 0)
-        term = _term(_dict(p.get("preference")))
+        term = node_term_from(_dict(p.get("preference")))
         if weight and not term.empty:
             preferred.append((weight, term))
     if required is None and not preferred:

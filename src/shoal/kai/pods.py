@@ -24,6 +24,7 @@ from shoal.kai.names import (
 )
 from shoal.kai.objects import JSON, meta, timestamp
 from shoal.kai.units import ConvertError, fraction_request
+from shoal.kai.volumes import volume_claims_from
 from shoal.model.pod import GpuRequest, Pod
 from shoal.model.resources import CPU, GPU, MEMORY, PODS, parse_cpu, parse_memory
 from shoal.model.status import PodStatus
@@ -175,6 +176,7 @@ def pod_from(obj: JSON, job: str) -> Pod:
         spread=spread_from(spec, labels),
         host_ports=host_ports_from(spec),
         tolerations=tolerations_from(spec),
+        volume_claims=volume_claims_from(spec, str(m.get("name"))),
         nominated_node=status.get("nominatedNodeName") or None,
         start_time=timestamp(status.get("startTime")),
     )

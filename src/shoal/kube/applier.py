@@ -33,8 +33,18 @@ from shoal.kai.names import (
     TOPOLOGY_API,
 )
 from shoal.kube.cache import ClusterCache, Problem
-from shoal.kube.client import EVENTS, PODGROUPS, PODS, QUEUES, ApiError, KubeClient
+from shoal.kube.client import (
+    EVENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODGROUPS,
+    PODS,
+    QUEUES,
+    ApiError,
+    KubeClient,
+)
 from shoal.kube.metrics import SchedulerMetrics
+from shoal.model.volumes import SELECTED_NODE_ANNOTATION
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +123,7 @@ class Applier:
             try:
                 if b.gpu_groups:
                     await self.client.patch(PODS, ref.name, _sharing_patch(b), ref.namespace)
+                await self._bind_volumes(b, ref.namespace)
                 await self.client.bind(ref.namespace, ref.name, b.pod, b.node)
             except ApiError as e:
                 stats.bind_failed += 1
@@ -131,6 +142,21 @@ class Applier:
         self.written.pop(b.pod, None)
         if self.metrics is not None:
             self.metrics.pod_bound(ref.namespace, ref.name, self.cache.pods.get(b.pod), b)
+
+    async def _bind_volumes(self, b: Bind, namespace: str) -> None:
+        """Before the pod: pre-bind each chosen static PV to its claim (the PV controller then
+        binds the claim), or mark the claim for provisioning on the node (`selected-node`), as
+        kube-scheduler's VolumeBinding does in PreBind."""
+        for claim, pv in b.volumes:
+            if pv:
+                ref = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace, "name": claim}
+                await self.client.patch(PERSISTENT_VOLUMES, pv, {
+                    "metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+                    "spec": {"claimRef": ref}})
+                self.cache.assume_volume(pv, namespace, claim)
+            else:
+                await self.client.patch(PERSISTENT_VOLUME_CLAIMS, claim, {
+                    "metadata": {"annotations": {SELECTED_NODE_ANNOTATION: b.node}}}, namespace)
 
     # -- eviction ----------------------------------------------------------------------------
     async def _evict_set(self, victims: list[Evict], stats: ApplyStats, sem: asyncio.Semaphore) -> None:

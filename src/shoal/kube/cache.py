@@ -28,6 +28,7 @@ from shoal.kai.nodes import node_from
 from shoal.kai.objects import JSON, meta
 from shoal.kai.pods import placed_pod_from, pod_from
 from shoal.kai.units import ConvertError
+from shoal.kai.volumes import pv_from, pvc_from, storage_class_from
 from shoal.model.node import Node
 from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
@@ -36,6 +37,7 @@ from shoal.model.resources import GPU
 from shoal.model.snapshot import ClusterSnapshot
 from shoal.model.status import PodStatus
 from shoal.model.topology import Topology
+from shoal.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +85,9 @@ class ClusterCache:
     queue_objs: dict[str, JSON] = field(default_factory=dict)
     topologies: dict[str, Topology] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    volumes: dict[str, PersistentVolume] = field(default_factory=dict)
+    claims: dict[tuple[str, str], PersistentVolumeClaim] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     priorities: dict[str, int] = field(default_factory=dict)
     global_default: int | None = None
     problems: dict[tuple[str, str], Problem] = field(default_factory=dict)
@@ -309,6 +314,47 @@ class ClusterCache:
             self.namespaces[name] = labels
         self._touch()
 
+    def on_volume(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        """PersistentVolumes (node affinity, claimRef) for the volume-binding filter."""
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.volumes.pop(name, None)
+        else:
+            self.volumes[name] = pv_from(new)
+        self._touch()
+
+    def on_claim(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        m = meta(obj)
+        key = (str(m.get("namespace", "")), str(m.get("name")))
+        if new is None or kind == "DELETED":
+            self.claims.pop(key, None)
+        else:
+            self.claims[key] = pvc_from(new)
+        self._touch()
+
+    def on_storage_class(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.storage_classes.pop(name, None)
+        else:
+            self.storage_classes[name] = storage_class_from(new)
+        self._touch()
+
+    def assume_volume(self, pv: str, namespace: str, claim: str) -> None:
+        """A PV we pre-bound to a claim: taken from now on, before its watch event arrives."""
+        vol = self.volumes.get(pv)
+        if vol is not None:
+            self.volumes[pv] = dataclasses.replace(vol, claim=(namespace, claim))
+
     def on_priority_class(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         obj = new or old
         if obj is None:
@@ -366,7 +412,8 @@ class ClusterCache:
                     used[k] = used.get(k, 0) + v
         return ClusterSnapshot(now=now, nodes=list(self.nodes.values()), pods=pods, podgroups=podgroups,
                                queues=list(self.queues.values()), topologies=list(self.topologies.values()),
-                               other_used=other_used, namespace_labels=self.namespaces)
+                               other_used=other_used, namespace_labels=self.namespaces,
+                               volumes=self.volumes, claims=self.claims, storage_classes=self.storage_classes)
 
     def pending_pods_of(self, job: str) -> list[PodRef]:
         refs = (self.refs.get(uid) for uid in self.pods_by_job.get(job, ()))

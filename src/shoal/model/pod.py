@@ -108,6 +108,9 @@ class Pod:
     best_effort: bool = False
     #: The last time this pod (re)started running, for min-runtime; None if never.
     start_time: float | None = None
+    #: PersistentVolumeClaims the pod mounts (names in its namespace; generic ephemeral volumes
+    #: as `<pod>-<volume>`), see shoal.model.volumes.
+    volume_claims: tuple[str, ...] = ()
     #: DRA ResourceClaims the pod references (names in its namespace), see shoal.model.dra.
     resource_claims: tuple[str, ...] = ()
     #: GPUs its DRA claims ask for (GPU device classes); they count as whole GPUs for quota and fit.

@@ -10,6 +10,7 @@ from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
 from shoal.model.queue import Queue
 from shoal.model.topology import Topology
+from shoal.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 
 @dataclass(slots=True)
@@ -32,5 +33,9 @@ class ClusterSnapshot:
     #: Labels of each namespace, for the namespace selectors of inter-pod terms (a namespace not
     #: listed has no labels).
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Persistent volumes by name, claims by (namespace, name), storage classes by name.
+    volumes: dict[str, PersistentVolume] = field(default_factory=dict)
+    claims: dict[tuple[str, str], PersistentVolumeClaim] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     #: DRA ResourceClaims by (namespace, name); see shoal.model.dra.
     resource_claims: dict[tuple[str, str], ResourceClaim] = field(default_factory=dict)

@@ -5,7 +5,7 @@ Node-local: node readiness, pod count, MIG / resource-type rules, GPU-memory rea
 selector and required node affinity (every operator, matchFields), taints (NoSchedule /
 NoExecute) and tolerations, cordoned nodes (unless the unschedulable taint is tolerated), host
 ports. Not node-local, applied at pick time: inter-pod affinity / anti-affinity (the pod's and
-the placed pods') and topology spread (DoNotSchedule). Plus the per-task queue capacity check.
+the placed pods'), topology spread (DoNotSchedule) and persistent volume claims. Plus the per-task queue capacity check.
 Each filter returns a mask over nodes and the reason shown when it rejects.
 """
 
@@ -20,6 +20,7 @@ from shoal.framework.nodefilters import node_index
 from shoal.framework.podindex import pod_index
 from shoal.framework.session import Session
 from shoal.framework.spread import spread_filter
+from shoal.framework.volumes import volume_filter
 from shoal.model.resources import PODS_COL
 from shoal.model.status import ACTIVE_USED
 
@@ -85,7 +86,7 @@ def open_predicates(ssn: Session, args: dict[str, str]) -> None:
         return pick(_port_conflicts(s, task), rows) == 0, "host port already in use"
 
     ssn.hooks.predicates.extend([resource_type, gpu_memory_synced, pods, conditions, selectors, host_ports])
-    ssn.hooks.dynamic_filters.extend([affinity_filter, spread_filter])
+    ssn.hooks.dynamic_filters.extend([affinity_filter, spread_filter, volume_filter])
     # Answers that depend on the node's labels/conditions only, not on what runs there: a node
     # that changes (a pod placed) keeps them, so cached answers are not recomputed.
     ssn.hooks.extra.setdefault("static_predicates", set()).update(
