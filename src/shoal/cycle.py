@@ -60,7 +60,7 @@ def close_session(ssn: Session) -> Decisions:
     d = ssn.decisions
     no_nodes = not len(ssn.nodes)
     for job in ssn.jobs.values():
-        if not job.has_pending():
+        if not job.has_pending() or job.pg.backoff_blocked:
             continue
         reasons = list(job.reasons)
         messages = list(job.fit_errors)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from lightkube.resources.core_v1 import Node, Pod
+from lightkube.types import PatchType
 
 from .cluster import KEnv
 from .scheduler_fixtures import create, ensure_queue, pod_manifest, pod_state, shoal_runner, wait_until  # noqa: F401
@@ -114,3 +115,40 @@ def test_anti_affinity_spread_and_taints_live(kenv: KEnv, shoal_runner: Any) -> 
     create(kenv, tolerant)
     assert wait_until(lambda: _running(kenv, "tolerant"), 30, "tolerant Running") == tainted
     assert kenv.client.get(Pod, "web", namespace=kenv.namespace).spec.nodeName is None
+
+
+def test_podgroup_mark_unschedulable_and_scheduling_backoff(kenv: KEnv, shoal_runner: Any) -> None:
+    """markUnschedulable: false -> events but no PodScheduled=False on the pods; schedulingBackoff: 1 ->
+    a gang that failed once is not tried again until its scheduling condition is cleared (KAI)."""
+    from .scheduler_fixtures import PodGroupRes, events_for
+
+    nodes = kenv.add_gpu_nodes(1, gpus=1)
+    kenv.wait_nodes_ready(nodes)
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner()
+    for name, extra in (("quiet", {"markUnschedulable": False}), ("once", {"schedulingBackoff": 1}),
+                        ("again", {})):
+        create(kenv, {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name},
+                      "spec": {"minMember": 2, "queue": queue, **extra}})
+        for i in range(2):
+            create(kenv, pod_manifest(f"{name}-{i}", sched.scheduler_name, gpus=1, queue=queue,
+                                      annotations={"pod-group-name": name}))
+    wait_until(lambda: events_for(kenv.client, "quiet-0", kenv.namespace, "FailedScheduling"), 30,
+               "FailedScheduling event on a markUnschedulable=false pod")
+    wait_until(lambda: (c := pod_state(kenv.client, "again-0", kenv.namespace)[2]) is not None
+               and c.reason == "Unschedulable", 30, "the default gang's pods marked Unschedulable")
+    assert pod_state(kenv.client, "quiet-0", kenv.namespace)[2] is None, "markUnschedulable=false: no condition"
+    wait_until(lambda: (kenv.client.get(PodGroupRes, "once", namespace=kenv.namespace).get("status") or {})
+               .get("schedulingConditions"), 30, "the backoff gang's scheduling condition")
+    kenv.client.delete(PodGroupRes, "quiet", namespace=kenv.namespace)
+    for i in range(2):
+        kenv.client.delete(Pod, f"quiet-{i}", namespace=kenv.namespace, grace_period=0)
+    more = kenv.add_gpu_nodes(3, gpus=1)  # room for both gangs now
+    kenv.wait_nodes_ready(more)
+    _all_running(kenv, ["again-0", "again-1"])
+    assert all(pod_state(kenv.client, f"once-{i}", kenv.namespace)[0] is None for i in range(2)), \
+        "schedulingBackoff=1: the gang that failed is not tried again"
+    kenv.client.patch(PodGroupRes.Status, "once", {"status": {"schedulingConditions": None}},
+                      namespace=kenv.namespace, patch_type=PatchType.MERGE)
+    _all_running(kenv, ["once-0", "once-1"])

@@ -442,3 +442,28 @@ def test_owner_of_a_kind_that_is_not_installed_is_no_error(kenv: KEnv, grouping_
     assert [(o["kind"], o["name"]) for o in pg["metadata"]["ownerReferences"]] == [("Pod", "tf-worker-0")]
     evs = client.list(Event, namespace=ns, fields={"involvedObject.name": "tf-worker-0"})
     assert not [e for e in evs if e.reason == "PodGrouperError"], "a missing CRD was reported as an error"
+
+
+def test_ray_pod_without_its_group_label_joins_the_cluster_podgroup(kenv: KEnv, grouping_shoal: ShoalProcess) -> None:
+    """KAI's Ray grouper logs a pod without `ray.io/group` and goes on: the pod gets the cluster's
+    PodGroup (no subgroup label) instead of an error, and the gang of the labelled pods runs."""
+    shoal, client, ns, pool = grouping_shoal, kenv.client, kenv.namespace, kenv.node_prefix
+    nodes = kenv.add_gpu_nodes(4, gpus=1, labels={POOL_LABEL: pool})
+    queue = _new_queue(kenv)
+    owner = create(kenv, load_owner("raycluster-two-groups.yaml", shoal.scheduler_name, pool, queue))
+    children = ray_pods(owner)
+    stray = children[2]  # the second "small" worker: the gang (head, small 1, big 1) is still whole
+    del stray["metadata"]["labels"]["ray.io/group"]
+    for child in children:
+        create(kenv, child)
+    kenv.wait_nodes_ready(nodes)
+    pods = _wait(lambda: _grouped(_pods(client, ns), len(children)), 60, "every pod annotated with its PodGroup",
+                 shoal)
+    base = f"pg-{owner.metadata.name}-{owner.metadata.uid}"
+    by_name = {p.metadata.name: p for p in pods}
+    got = by_name[stray["metadata"]["name"]]
+    assert got.metadata.annotations[PG_ANNOTATION] == base
+    assert SUBGROUP_LABEL not in (got.metadata.labels or {}), got.metadata.labels
+    labelled = [n for n in by_name if n != stray["metadata"]["name"]]
+    _wait(lambda: all(_bound(client.get(Pod, n, namespace=ns)) for n in labelled), 60,
+          "the labelled pods' gang bound", shoal)

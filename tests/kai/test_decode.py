@@ -172,3 +172,27 @@ def test_implicit_podgroup_queue_label_default_and_priority() -> None:
     pg = implicit_podgroup(obj, {"inference": 125}, None)
     assert (pg.queue, pg.priority, pg.preemptible) == ("default-queue", 125, False)
     assert implicit_podgroup(pod_obj(), {}, 7).priority == 7
+
+
+@pytest.mark.parametrize("spec, status, mark, blocked", [
+    pytest.param({}, {}, True, False, id="defaults: mark Unschedulable, no backoff"),
+    pytest.param({"markUnschedulable": False}, {}, False, False, id="markUnschedulable false"),
+    pytest.param({"schedulingBackoff": 1}, {}, True, False, id="backoff 1, never failed: tried"),
+    pytest.param({"schedulingBackoff": 1}, {"schedulingConditions": [{"type": "UnschedulableOnNodePool",
+                                                                       "nodePool": "default"}]},
+                 True, True, id="backoff 1 after a failure: not tried again"),
+    pytest.param({"schedulingBackoff": -1}, {"schedulingConditions": [{"nodePool": "default"}]},
+                 True, False, id="backoff -1: always tried"),
+])
+def test_podgroup_backoff_and_mark_unschedulable(spec: dict[str, Any], status: dict[str, Any], mark: bool,
+                                                 blocked: bool) -> None:
+    obj = {"metadata": {"name": "pg", "namespace": "ns", "uid": "u"},
+           "spec": {"minMember": 1, "queue": "q", **spec}, "status": status}
+    pg = podgroup_from(obj, {})
+    assert (pg.mark_unschedulable, pg.backoff_blocked) == (mark, blocked)
+
+
+@pytest.mark.parametrize("spec", [{"schedulingBackoff": 2}, {"markUnschedulable": "no"}])
+def test_podgroup_bad_backoff_fields_are_convert_errors(spec: dict[str, Any]) -> None:
+    with pytest.raises(ConvertError):
+        podgroup_from({"metadata": {"name": "pg"}, "spec": {"minMember": 1, **spec}}, {})

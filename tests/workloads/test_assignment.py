@@ -121,9 +121,18 @@ def test_pod_assignment(data: str, labels: dict[str, str], expected: tuple[str, 
 
 
 def test_pod_assignment_without_a_match_is_an_error() -> None:
-    specs = derive_podgroups(load("raycluster-multi.yaml"), None)
+    specs = derive_podgroups(load("pytorch-segments.yaml"), None)
     with pytest.raises(WorkloadError, match="matches no subgroup"):
-        pod_assignment(make_pod("p", labels={"ray.io/group": "parked-group"}), specs)
+        pod_assignment(make_pod("p", labels={}), specs)
+
+
+@pytest.mark.parametrize("labels", [pytest.param({}, id="no ray.io/group label"),
+                                    pytest.param({"ray.io/group": "parked-group"}, id="an unknown group")])
+def test_ray_pod_without_its_group_still_joins_the_cluster_gang(labels: dict[str, str]) -> None:
+    """KAI's Ray grouper logs a pod it cannot put in a subgroup and goes on: the pod keeps the
+    cluster's PodGroup (no subgroup label) instead of being an error."""
+    specs = derive_podgroups(load("raycluster-multi.yaml"), None)
+    assert pod_assignment(make_pod("p", labels=labels), specs) == (specs[0].name, None)
 
 
 def test_pod_metadata_patch() -> None:

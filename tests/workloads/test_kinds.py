@@ -111,8 +111,8 @@ CASES = [
     ], id="Knative Service: a PodGroup per pod, priority inference"),
     pytest.param("trainjob-chain.yaml", make_pod("pytorch-mnist-node-0-0", "team-a",
                                                  labels={"jobset.sigs.k8s.io/replicatedjob-name": "node"}), [
-        pg(f"pg-pytorch-mnist-{UID}24", 2, queue="team-a-queue", subgroups=[("node", 2, None)]),
-    ], id="TrainJob is skipped: the JobSet below it groups, with the TrainJob's queue label"),
+        pg(f"pg-pytorch-mnist-{UID}24-node", 2, queue="team-a-queue"),
+    ], id="TrainJob is skipped: the JobSet below it groups (InOrder, KAI's default), with the TrainJob's queue"),
     pytest.param("argo-workflow.yaml", make_pod("hello-world-x7k2p", "argo", uid="wf-pod"), [
         pg("pg-hello-world-x7k2p-wf-pod", 1, queue="pipelines"),
     ], id="Argo Workflow is skipped: the pod is the top owner and inherits the queue label"),

@@ -18,9 +18,10 @@ from shoal.model.status import ALLOCATED, PodStatus
 
 
 def eligible(job: Job) -> bool:
-    """Ready (alive pods reach every minimum), has pending pods, and sits in a leaf queue."""
+    """Ready (alive pods reach every minimum), has pending pods, sits in a leaf queue, and is not
+    backing off (KAI's schedulingBackoff)."""
     return (job.queue is not None and job.has_pending() and job.queue.is_leaf and not job.pg.invalid_reasons
-            and job.is_ready())
+            and not job.pg.backoff_blocked and job.is_ready())
 
 
 def run(ssn: Session) -> None:

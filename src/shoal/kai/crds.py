@@ -104,9 +104,18 @@ def podgroup_from(obj: JSON, priorities: dict[str, int], global_default: int | N
             sets.append(SubGroupSetSpec(name, parent, _topology(s.get("topologyConstraint"))))
         else:
             pod_sets.append(PodSetSpec(name, max(sg_min, 1), parent, _topology(s.get("topologyConstraint"))))
+    mark = spec.get("markUnschedulable", True)
+    if not isinstance(mark, bool):
+        raise ConvertError(f"spec.markUnschedulable: {mark!r} is not a boolean")
+    backoff = spec.get("schedulingBackoff", -1)
+    if backoff not in (-1, 1) or isinstance(backoff, bool):
+        raise ConvertError(f"spec.schedulingBackoff: {backoff!r} is not -1 or 1")
+    conditions = (obj.get("status") or {}).get("schedulingConditions") or []
+    failed_here = any(isinstance(c, dict) and (c.get("nodePool") or "default") == "default" for c in conditions)
     return PodGroup(
         uid=str(m.get("uid")), name=str(m.get("name")), namespace=str(m.get("namespace", "")),
         queue=str(spec.get("queue") or DEFAULT_QUEUE), priority=priority,
+        mark_unschedulable=mark, backoff_blocked=backoff == 1 and failed_here,
         preemptible=preemptibility(spec.get("preemptibility"), priority, "spec.preemptibility"),
         creation=timestamp(m.get("creationTimestamp")) or 0.0, min_member=min_member,
         pod_sets=pod_sets, sub_group_sets=sets, topology=_topology(spec.get("topologyConstraint")),

@@ -197,11 +197,14 @@ class Applier:
             if not job.startswith("pod:") and job in self.cache.podgroups and self.written.get(job) != text:
                 self.written[job] = text
                 writes.append((job, partial(self._podgroup_condition, job, ex, message)))
+            pg = self.cache.podgroups.get(job)
+            condition = pg is None or pg.mark_unschedulable
             for ref in self.cache.pending_pods_of(job):
                 if self.written.get(ref.uid) == text:
                     continue
                 self.written[ref.uid] = text
-                writes.append((ref.uid, partial(self._pod_unschedulable, ref.namespace, ref.name, ref.uid, message)))
+                writes.append((ref.uid, partial(self._pod_unschedulable, ref.namespace, ref.name, ref.uid, message,
+                                                condition)))
         await self._run_budgeted(writes, stats, sem, budget)
 
     async def _run_budgeted(self, writes: list[tuple[str, Callable[[], Awaitable[None]]]], stats: ApplyStats,
@@ -219,12 +222,16 @@ class Applier:
         await asyncio.gather(*(one(w) for _, w in todo))
         stats.writes += len(todo)
 
-    async def _pod_unschedulable(self, namespace: str, name: str, uid: str, message: str) -> None:
+    async def _pod_unschedulable(self, namespace: str, name: str, uid: str, message: str,
+                                 condition: bool = True) -> None:
+        """FailedScheduling event, and (unless the gang's markUnschedulable is false) the
+        PodScheduled=False/Unschedulable condition cluster autoscalers react to."""
         cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                 "lastTransitionTime": rfc3339()}
         try:
-            await self.client.patch(PODS, name, {"status": {"conditions": [cond]}}, namespace, sub="status",
-                                    strategic=True)
+            if condition:
+                await self.client.patch(PODS, name, {"status": {"conditions": [cond]}}, namespace, sub="status",
+                                        strategic=True)
         except ApiError as e:
             if e.code != 404:
                 logger.warning("PodScheduled condition on %s/%s: %s", namespace, name, e)

@@ -264,7 +264,8 @@ class ClusterCache:
         else:
             self.podgroup_objs[key] = new
             if (old or {}).get("spec") == new.get("spec") and key in self.podgroups and \
-                    (meta(old or {}).get("annotations") == m.get("annotations")):
+                    (meta(old or {}).get("annotations") == m.get("annotations")) and \
+                    (_conditions(old) == _conditions(new) or (new.get("spec") or {}).get("schedulingBackoff") != 1):
                 return
             self._convert_podgroup(key, new)
         self._touch()
@@ -430,6 +431,11 @@ def _signature(obj: JSON) -> tuple[object, ...]:
             status.get("startTime"), repr(spec.get("containers")), repr(spec.get("initContainers")),
             # Mutable on gated pods (tolerations: additions on any pod).
             repr(spec.get("tolerations")), repr(spec.get("affinity")), repr(spec.get("nodeSelector")))
+
+
+def _conditions(obj: JSON | None) -> object:
+    """A PodGroup's scheduling conditions (schedulingBackoff reads them)."""
+    return ((obj or {}).get("status") or {}).get("schedulingConditions")
 
 
 def _scheduled_condition(obj: JSON) -> tuple[str, str] | None:

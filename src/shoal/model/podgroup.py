@@ -49,6 +49,13 @@ class PodGroup:
     staleness_grace_seconds: float | None = None
     #: Problems found while reading the object (bad annotation...). The gang is not scheduled.
     invalid_reasons: list[str] = field(default_factory=list)
+    #: KAI's `markUnschedulable`: False = a gang that cannot fit gets events but no
+    #: PodScheduled=False condition on its pods (cluster autoscalers then leave it alone).
+    mark_unschedulable: bool = True
+    #: KAI's `schedulingBackoff` 1 with an UnschedulableOnNodePool condition already recorded: the
+    #: gang failed once and is not tried again (KAI: by this node pool's scheduler) until the
+    #: condition is cleared. Such a gang is left out of every action and its status untouched.
+    backoff_blocked: bool = False
 
     def __post_init__(self) -> None:
         if not self.pod_sets:

@@ -1,5 +1,6 @@
 """Grouper for JobSet (jobset.x-k8s.io/v1alpha2): one PodGroup per replicatedJob when the JobSet starts
-its jobs in order, else one PodGroup for the whole JobSet."""
+its jobs in order (KAI's default when `startupPolicyOrder` is absent), else one PodGroup for the whole
+JobSet. Names and sizes as KAI's jobset grouper."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
 def _replicated_jobs(ctx: Context) -> list[tuple[str, int]]:
-    """(name, pods needed) per replicatedJob: replicas × min(parallelism, completions), defaults 1/1/=par."""
+    """(name, pods needed) per replicatedJob, as KAI: replicas × min(parallelism, completions), where
+    replicas and parallelism below 1 (or absent) count as 1 and completions only when set and > 0."""
     jobs = ctx.top.items("spec", "replicatedJobs", required=True)
     if not jobs:
         raise ctx.top.error("spec.replicatedJobs", "must hold at least one replicatedJob")
@@ -22,26 +24,24 @@ def _replicated_jobs(ctx: Context) -> list[tuple[str, int]]:
         name = job.string("name")
         if not name:
             raise job.error("name", "must not be empty")
-        replicas = job.integer("replicas", default=1)
-        if replicas < 0:
-            raise job.error("replicas", f"must be >= 0, got {replicas}")
+        replicas = max(job.integer("replicas", default=1), 1)
         job_spec = job.sub("template", "spec")
-        parallelism = job_spec.integer("parallelism", default=1)
-        completions = job_spec.integer("completions", default=parallelism)
-        if parallelism < 0 or completions < 0:
-            raise job_spec.error("parallelism", "parallelism and completions must be >= 0")
-        out.append((name, replicas * min(parallelism, completions)))
+        parallelism = max(job_spec.integer("parallelism", default=1), 1)
+        completions = job_spec.integer("completions", default=0)
+        if 0 < completions < parallelism:
+            parallelism = completions
+        out.append((name, replicas * parallelism))
     return out
 
 
 def jobset(ctx: Context) -> list[PodGroupSpec]:
-    """``startupPolicy.startupPolicyOrder: InOrder``: a PodGroup ``pg-<js>-<uid>-<rj>`` per replicatedJob
-    (min = its pods), since the JobSet controller starts one replicatedJob only after the previous one
-    is ready; a gang across them would deadlock. Otherwise (AnyOrder, the JobSet default) one PodGroup with
-    min = Σ and a subgroup per replicatedJob. With a real pod, InOrder returns only the pod's PodGroup.
-    replicatedJobs with 0 pods are left out."""
-    jobs = [(name, pods) for name, pods in _replicated_jobs(ctx) if pods > 0]
-    order = ctx.top.string("spec", "startupPolicy", "startupPolicyOrder", default="AnyOrder")
+    """``startupPolicy.startupPolicyOrder: InOrder`` (KAI's default when absent): a PodGroup
+    ``pg-<js>-<uid>-<rj>`` per replicatedJob (min = its pods), since the JobSet controller starts one
+    replicatedJob only after the previous one is ready; a gang across them would deadlock. AnyOrder:
+    one PodGroup with min = Σ and a subgroup per replicatedJob. With a real pod, InOrder returns only
+    the pod's PodGroup."""
+    jobs = _replicated_jobs(ctx)
+    order = ctx.top.string("spec", "startupPolicy", "startupPolicyOrder", default="InOrder")
     if order not in ("AnyOrder", "InOrder"):
         raise ctx.top.error("spec.startupPolicy.startupPolicyOrder",
                             f"must be AnyOrder or InOrder, got {order!r}")

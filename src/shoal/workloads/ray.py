@@ -86,4 +86,5 @@ def ray(ctx: Context) -> list[PodGroupSpec]:
     override = ctx.top_labels.get(RAY_PRIORITY_LABEL)
     if override:
         spec = replace(spec, priority_class_name=override)
-    return [replace(spec, sub_groups=tuple(groups))]
+    # A pod without its `ray.io/group` label still belongs to the cluster's gang (KAI logs and goes on).
+    return [replace(spec, sub_groups=tuple(groups), unmatched_pods_join=True)]

@@ -106,6 +106,9 @@ class PodGroupSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     pod_selector: PodSelector = ()
+    #: A pod matching no subgroup still belongs to this PodGroup, without a subgroup (KAI's Ray
+    #: grouper logs it and goes on) instead of being an error.
+    unmatched_pods_join: bool = False
 
     def to_manifest(self) -> dict[str, Any]:
         """The PodGroup object in KAI's ``scheduling.run.ai/v2alpha2`` form (empty fields omitted)."""
@@ -144,7 +147,8 @@ def pod_assignment(pod: Mapping[str, Any], specs: Sequence[PodGroupSpec]) -> tup
     """Which PodGroup, and which leaf subgroup, ``pod`` belongs to.
 
     Picks the first spec whose pod selector matches the pod's labels, then its first leaf subgroup whose
-    selector matches (``None`` when the PodGroup has no subgroups). Raises `WorkloadError` when no
+    selector matches (``None`` when the PodGroup has no subgroups, or when it lets unmatched pods join
+    without one). Raises `WorkloadError` when no
     PodGroup, or no subgroup of a PodGroup that has subgroups, matches. Never mutates its inputs.
     """
     labels = _pod_labels(pod)
@@ -159,6 +163,8 @@ def pod_assignment(pod: Mapping[str, Any], specs: Sequence[PodGroupSpec]) -> tup
         for sg in spec.leaf_sub_groups():
             if selector_matches(sg.pod_selector, labels):
                 return spec.name, sg.name
+        if spec.unmatched_pods_join:
+            return spec.name, None
         raise WorkloadError("Pod", pod_name, "metadata.labels",
                             f"matches no subgroup of PodGroup {spec.name}")
     raise WorkloadError("Pod", pod_name, "metadata.labels", "matches none of the derived PodGroups")
