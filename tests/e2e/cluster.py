@@ -64,6 +64,11 @@ class Cluster:
     admin_kubeconfig: Path
     scheduler_kubeconfig: Path
 
+    @property
+    def viewer_kubeconfig(self) -> Path:
+        """A read-only user (group shoal-viewers, deploy/rbac-viewer.yaml)."""
+        return self.dir / "viewer.kubeconfig"
+
     def client(self, who: str = "admin") -> Client:
         """A sync lightkube client as ``admin`` (system:masters) or ``scheduler`` (deploy/rbac.yaml)."""
         path = self.admin_kubeconfig if who == "admin" else self.scheduler_kubeconfig
@@ -99,7 +104,7 @@ def apply_deploy(client: Client, deploy: Path = DEPLOY) -> None:
             crds.append(client.create(obj))
     for crd in crds:
         wait_crd_served(client, crd)
-    for fname in ("priorityclasses.yaml", "rbac.yaml"):
+    for fname in ("priorityclasses.yaml", "rbac.yaml", "rbac-viewer.yaml"):
         for obj in codecs.load_all_yaml((deploy / fname).read_text()):
             client.create(obj)
 

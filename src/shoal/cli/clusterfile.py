@@ -1,5 +1,8 @@
 """The cluster file read by `shoal cycle`: nodes, queues, jobs (and optional scheduler config).
 
+A file written by `shoal snapshot` (`kind: ClusterSnapshot`) is read instead as the live objects
+it holds (`shoal.kube.export`), with the exported scheduler config.
+
 Schema (YAML):
 
     nodes:                      # required
@@ -73,6 +76,14 @@ def load_cluster_file(path: str | Path) -> tuple[ClusterSnapshot, SchedulerConfi
         raise ClusterFileError(f"{p}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
     if not isinstance(data, dict):
         raise ClusterFileError(f"{p}: expected a mapping with nodes, queues and jobs")
+    from shoal.kube.export import ExportError, is_snapshot_document, read_snapshot_document
+
+    if is_snapshot_document(data):  # written by `shoal snapshot`: decoded as the live scheduler decodes
+        try:
+            snap, config = read_snapshot_document(data, str(p))
+            return snap, config_from_dict(config, source=f"{p}: config") if config else None
+        except (ExportError, ValueError) as err:
+            raise ClusterFileError(str(err)) from None
     return _Reader(str(p)).read(data)
 
 

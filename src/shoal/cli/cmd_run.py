@@ -49,7 +49,40 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pod-grouper", action=argparse.BooleanOptionalAction, default=True,
                    help="create PodGroups from pods' top owners like KAI's pod grouper (default: on); "
                         "off = a pod naming no PodGroup is its own gang of one")
+    add_visibility_args(p)
     p.set_defaults(func=run)
+
+
+def add_visibility_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("visibility (the report read by shoal queues/pending/explain, predicted starts)")
+    g.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
+                   help="publish the scheduling report to ConfigMap <lease-namespace>/<scheduler-name>-visibility "
+                        "(default: on)")
+    g.add_argument("--eta-period", default="30s", metavar="DURATION",
+                   help="predict start times this often in a worker thread; 0 = off (default: %(default)s)")
+    g.add_argument("--eta-horizon", default="7d", metavar="DURATION",
+                   help="predict no further ahead than this (default: %(default)s)")
+    g.add_argument("--eta-default-runtime", default="1h", metavar="DURATION",
+                   help="run time of a job with no annotation, no learned estimate and no queue default "
+                        "(default: %(default)s)")
+    g.add_argument("--eta-queue-runtime", action="append", default=[], metavar="QUEUE=DURATION",
+                   help="default run time for one queue's jobs (repeatable; the Queue's shoal.dev/default-runtime "
+                        "annotation wins)")
+
+
+def visibility_options(args: argparse.Namespace) -> Any:
+    """VisibilityOptions from the flags; ValueError naming the flag."""
+    from shoal.kube.visibility import VisibilityOptions
+
+    queues = {}
+    for item in args.eta_queue_runtime:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--eta-queue-runtime {item!r}: expected QUEUE=DURATION")
+        queues[name] = parse_duration(value)
+    return VisibilityOptions(namespace=args.lease_namespace, publish=args.report,
+                             eta_seconds=parse_duration(args.eta_period), eta_horizon=parse_duration(args.eta_horizon),
+                             default_runtime=parse_duration(args.eta_default_runtime), queue_runtimes=queues)
 
 
 def load_config(path: str | None) -> SchedulerConfig:
@@ -71,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         if period < 0:
             raise ValueError(f"--period {args.period!r}: must not be negative")
         config = load_config(args.config)
+        visibility = visibility_options(args)
     except (ValueError, ConfigError, OSError, yaml.YAMLError) as e:
         print(f"shoal run: {e}")
         return 2
@@ -78,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
                           metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                           leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
                           lease_name=args.lease_name, identity=args.identity, pod_grouper=args.pod_grouper,
-                          config_map=args.config_map, config_map_key=args.config_map_key)
+                          config_map=args.config_map, config_map_key=args.config_map_key, visibility=visibility)
 
     try:
         client = KubeClient(args.kubeconfig)

@@ -20,6 +20,10 @@ COMMAND_MODULES = (
     "fgd",
     "podgroup",
     "run",
+    "queues",
+    "pending",
+    "explain",
+    "snapshot",
     "install_crds",
 )
 

@@ -46,6 +46,7 @@ from shoal.kube.grouper import PodGrouper
 from shoal.kube.informer import Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
+from shoal.kube.visibility import VisibilityOptions, VisibilityService
 from shoal.model.snapshot import ClusterSnapshot
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ class ServiceOptions:
     #: watched and a change applies from the next cycle on, without a restart. Namespace default: the lease's.
     config_map: str = ""
     config_map_key: str = "config.yaml"
+    #: The published scheduling report and start-time predictions (shoal.kube.visibility).
+    visibility: VisibilityOptions = field(default_factory=VisibilityOptions)
 
 
 class SchedulerService:
@@ -102,9 +105,12 @@ class SchedulerService:
                                      on_change=lambda v: self.metrics.leader.set(1 if v else 0))
         self.ready = False
         self.cycles = 0
+        self.last_cycle_seconds = 0.0
         self._queue_status: dict[str, JSON] = {}
         self._queue_status_at = 0.0
         self.mix_feed = PodMixFeed() if options.config.has_plugin("fragaware") else None
+        self.visibility = VisibilityService(client, self.cache, options.scheduler_name, options.visibility,
+                                            self.metrics)
         self.config_source: ConfigMapSource | None = None
         if options.config_map:
             ns, name = parse_configmap_ref(options.config_map, options.lease_namespace)
@@ -119,6 +125,7 @@ class SchedulerService:
             self.mix_feed = PodMixFeed()
 
     def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        self.visibility.on_pod(old, new)
         self.cache.on_pod(kind, old, new)
         if self.grouper is not None and self._leading():
             self.grouper.on_pod(kind, old, new)
@@ -150,6 +157,7 @@ class SchedulerService:
                 self.metrics.leader.set(1)
             if self.grouper is not None:
                 tasks.append(asyncio.create_task(self.grouper.run(), name="pod-grouper"))
+            tasks.append(asyncio.create_task(self.visibility.run(), name="visibility"))
             await self._loop()
         finally:
             for t in tasks:
@@ -214,13 +222,15 @@ class SchedulerService:
             d = await asyncio.to_thread(close_session, ssn)
         try:
             await self._after_decisions(ssn, d, snapshot, stats, sending, t0)
+            await asyncio.to_thread(self.visibility.after_cycle, ssn, d, snapshot, config, self.last_cycle_seconds,
+                                    self.cycles)
         finally:
             ssn.release()
 
     async def _after_decisions(self, ssn: Session, d: Decisions, snapshot: ClusterSnapshot, stats: ApplyStats,
                                sending: list[asyncio.Task[None]], t0: float) -> None:
         """Metrics, the placements still being sent, PodGroup/Queue status and events."""
-        elapsed = time.perf_counter() - t0
+        elapsed = self.last_cycle_seconds = time.perf_counter() - t0
         self.metrics.cycle_latency.observe(elapsed)
         self.metrics.cycles.inc()
         self.cycles += 1

@@ -7,6 +7,7 @@ Schema (all sections documented in docs/simulator.md):
     cluster: {nodes: [...node entries...] | file: nodes.csv|yaml, topologies: [{name, levels}]}
     queues: [...Queue objects or short form...] | {file: queues.yaml}
     workload: {source: jobs|philly|pollux|sia|openb, file: PATH, sample: {fraction|count}, ...}
+              (source jobs may list them inline instead: `jobs: [{name, arrival, duration, ...}]`)
     simulation: {cycle_interval: 10s, duration: 2d, eviction_grace: 30s, sample_interval: 5m,
                  full_cycle_every: 0}
     scheduler: {...KAI config...} | PATH
@@ -25,7 +26,7 @@ from typing import Any
 
 from shoal.model import Node, Queue, Topology
 from shoal.sim.errors import SimInputError
-from shoal.sim.loaders.jobs import load_jobs
+from shoal.sim.loaders.jobs import check_names, job_from_mapping, load_jobs
 from shoal.sim.loaders.nodes import check_unique, load_nodes, node_from_mapping
 from shoal.sim.loaders.queues import leaf_names, load_queues, queues_from_list
 from shoal.sim.loaders.traces import TraceOptions, load_openb, load_philly, load_pollux
@@ -130,17 +131,20 @@ def _workload(w: dict[str, Any], base: Path, at: str, rng: random.Random, leaves
     source = w.get("source", "jobs")
     if source not in SOURCES:
         raise SimInputError(f"{at}: workload.source: expected one of {', '.join(SOURCES)}, got {source!r}")
-    path = _path(w.get("file"), base, at, "workload.file")
-    opts = _trace_options(w, at)
-    queue = str(w.get("queue") or (leaves[0] if leaves else "default"))
-    if source == "jobs":
-        jobs = load_jobs(path)
-    elif source == "philly":
-        jobs = load_philly(path, opts)
-    elif source in ("pollux", "sia"):
-        jobs = load_pollux(path, opts, queue)
+    if source == "jobs" and isinstance(w.get("jobs"), list):  # inline, as `shoal snapshot` writes them
+        jobs = _inline_jobs(w["jobs"], at)
     else:
-        jobs = load_openb(path, opts, queue)
+        path = _path(w.get("file"), base, at, "workload.file")
+        opts = _trace_options(w, at)
+        queue = str(w.get("queue") or (leaves[0] if leaves else "default"))
+        if source == "jobs":
+            jobs = load_jobs(path)
+        elif source == "philly":
+            jobs = load_philly(path, opts)
+        elif source in ("pollux", "sia"):
+            jobs = load_pollux(path, opts, queue)
+        else:
+            jobs = load_openb(path, opts, queue)
     scale = number(w.get("time_scale", 1.0), at, "workload.time_scale", minimum=0)
     if scale <= 0:
         raise SimInputError(f"{at}: workload.time_scale: must be > 0")
@@ -156,6 +160,15 @@ def _workload(w: dict[str, Any], base: Path, at: str, rng: random.Random, leaves
     if not jobs:
         raise SimInputError(f"{at}: workload: no jobs")
     return jobs
+
+
+def _inline_jobs(raw: list[Any], at: str) -> list[JobSpec]:
+    jobs = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            raise SimInputError(f"{at}: workload.jobs[{i}]: expected a mapping")
+        jobs.append(job_from_mapping(entry, f"{at}: workload.jobs[{i}]"))
+    return check_names(jobs, Path(at))
 
 
 def _sample(jobs: list[JobSpec], s: dict[str, Any], at: str, rng: random.Random) -> list[JobSpec]:
@@ -197,6 +210,8 @@ def load_scenario(
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise SimInputError(f"{path}: expected one YAML mapping (a scenario)")
     data = docs[0]
+    if data.get("kind") == "ClusterSnapshot" and isinstance(data.get("scenario"), dict):
+        data = data["scenario"]  # `shoal snapshot` output: its scenario section
     at = where(path, data)
     unknown = set(data) - TOP_KEYS
     if unknown:
