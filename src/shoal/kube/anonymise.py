@@ -1,7 +1,8 @@
 """`shoal snapshot --anonymise`: the same cluster with every name replaced and free text removed.
 
-Names of namespaces, nodes, queues, PodGroups, pods, topologies and owners become `ns-1`,
-`node-1`, `queue-1`, `job-1`, `pod-1`, `topology-1`, `owner-1` (numbered in sorted order, so the
+Names of namespaces, nodes, queues, PodGroups, pods, topologies, PersistentVolumes and claims, and
+owners become `ns-1`, `node-1`, `queue-1`, `job-1`, `pod-1`, `topology-1`, `pv-1`, `pvc-1`,
+`owner-1` (numbered in sorted order, so the
 same cluster gives the same file). Every string value equal to a replaced name is replaced
 wherever it appears (a pod's `nodeName`, the `kubernetes.io/hostname` label, `pod-group-name`,
 `parentQueue`, node-affinity values), so decisions are unchanged. Labels and annotations keep
@@ -23,7 +24,8 @@ _KEEP_PREFIXES = ("kai.scheduler/", "scheduling.run.ai/", "runai-", "nvidia.com/
 _KEEP_KEYS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices", "pod-group-name", "received-resource-type",
               "gpu-portion", "type")
 #: file key -> prefix of its objects' new names
-_PREFIX = {"nodes": "node", "queues": "queue", "podGroups": "job", "pods": "pod", "topologies": "topology"}
+_PREFIX = {"nodes": "node", "queues": "queue", "podGroups": "job", "pods": "pod", "topologies": "topology",
+           "persistentVolumes": "pv", "persistentVolumeClaims": "pvc"}
 
 
 def _keep(key: str, extra: set[str]) -> bool:
@@ -44,8 +46,9 @@ def anonymise(objects: dict[str, list[JSON]]) -> dict[str, list[JSON]]:
             names[v] = f"{prefix}-{counters[prefix]}"
 
     add("node", {o["metadata"].get("name", "") for o in objects.get("nodes", [])})
-    add("ns", {o["metadata"].get("namespace", "") for k in ("pods", "podGroups") for o in objects.get(k, [])})
-    for key in ("queues", "podGroups", "topologies", "pods"):
+    add("ns", {o["metadata"].get("namespace", "") for k in ("pods", "podGroups", "persistentVolumeClaims")
+               for o in objects.get(k, [])} | {o["metadata"].get("name", "") for o in objects.get("namespaces", [])})
+    for key in ("queues", "podGroups", "topologies", "pods", "persistentVolumes", "persistentVolumeClaims"):
         add(_PREFIX[key], {o["metadata"].get("name", "") for o in objects.get(key, [])})
     add("owner", {r.get("name", "") for k in ("pods", "podGroups") for o in objects.get(k, [])
                   for r in o["metadata"].get("ownerReferences") or []})

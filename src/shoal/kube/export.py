@@ -1,6 +1,6 @@
 """A live cluster as a file: the objects the scheduler reads, and the snapshot they make offline.
 
-`list_objects(client)` lists (paginated, read-only) the six kinds the scheduler watches and trims
+`list_objects(client)` lists (paginated, read-only) the kinds the scheduler watches and trims
 each object to what the scheduler reads (no container images, commands, env or volumes).
 `snapshot_from_objects(objects, ...)` feeds them to a fresh `ClusterCache` exactly as the
 informers feed the live one, so `shoal cycle` on an exported file sees the snapshot the live
@@ -10,18 +10,31 @@ File format (`kind: ClusterSnapshot`, `apiVersion: shoal.dev/v1`; also read by `
 
     metadata: {time: <unix seconds of the export>, scheduler: NAME, anonymised: false, podGrouper: true}
     config: {...}            # the running scheduler's config (KAI format), from its report
-    objects: {priorityClasses: [...], queues: [...], topologies: [...], nodes: [...], podGroups: [...], pods: [...]}
+    objects: {priorityClasses, queues, topologies, nodes, namespaces, persistentVolumes,
+              persistentVolumeClaims, storageClasses, podGroups, pods}   # lists of objects
     scenario: {...}          # the same cluster as a `shoal simulate` scenario (shoal.kube.export_scenario)
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from shoal.kube.cache import ClusterCache
-from shoal.kube.client import JSON, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, TOPOLOGIES, Resource
+from shoal.kube.client import (
+    JSON,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    STORAGE_CLASSES,
+    TOPOLOGIES,
+    Resource,
+)
 from shoal.model.snapshot import ClusterSnapshot
 
 SNAPSHOT_KIND = "ClusterSnapshot"
@@ -32,6 +45,10 @@ KINDS: tuple[tuple[str, Resource, str], ...] = (
     ("queues", QUEUES, "on_queue"),
     ("topologies", TOPOLOGIES, "on_topology"),
     ("nodes", NODES, "on_node"),
+    ("namespaces", NAMESPACES, "on_namespace"),
+    ("persistentVolumes", PERSISTENT_VOLUMES, "on_volume"),
+    ("persistentVolumeClaims", PERSISTENT_VOLUME_CLAIMS, "on_claim"),
+    ("storageClasses", STORAGE_CLASSES, "on_storage_class"),
     ("podGroups", PODGROUPS, "on_podgroup"),
     ("pods", PODS, "on_pod"),
 )
@@ -89,6 +106,10 @@ def trim(key: str, obj: JSON) -> JSON:
         s["containers"] = [_container(c, False) for c in spec.get("containers") or []]
         if spec.get("initContainers"):
             s["initContainers"] = [_container(c, True) for c in spec["initContainers"]]
+        claims = [{k: v[k] for k in ("name", "persistentVolumeClaim", "ephemeral") if k in v}
+                  for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v or "ephemeral" in v]
+        if claims:  # only the volumes that name claims (the volume-binding filter reads them)
+            s["volumes"] = claims
         st = {k: status[k] for k in ("phase", "startTime", "nominatedNodeName") if k in status}
         conds = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
         if conds:
@@ -100,6 +121,15 @@ def trim(key: str, obj: JSON) -> JSON:
         st["conditions"] = [{"type": c.get("type"), "status": c.get("status")}
                             for c in status.get("conditions") or [] if c.get("type") == "Ready"]
         return {"apiVersion": "v1", "kind": "Node", "metadata": _meta(obj), "spec": s, "status": st}
+    if key == "namespaces":
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(obj)}
+    if key == "storageClasses":
+        return {"apiVersion": obj.get("apiVersion", "storage.k8s.io/v1"), "kind": "StorageClass",
+                "metadata": _meta(obj), **{k: obj[k] for k in ("provisioner", "volumeBindingMode",
+                                                              "allowedTopologies") if k in obj}}
+    if key in ("persistentVolumes", "persistentVolumeClaims"):
+        return {"apiVersion": "v1", "kind": obj.get("kind", ""), "metadata": _meta(obj), "spec": spec,
+                "status": {k: status[k] for k in ("phase", "capacity") if k in status}}
     if key == "priorityClasses":
         return {"apiVersion": obj.get("apiVersion", "scheduling.k8s.io/v1"), "kind": "PriorityClass",
                 "metadata": _meta(obj), **{k: obj[k] for k in ("value", "globalDefault", "preemptionPolicy")
@@ -160,7 +190,3 @@ def read_snapshot_document(data: dict[str, Any], source: str) -> tuple[ClusterSn
         raise ExportError(f"{source}: {e}") from None
     config = data.get("config")
     return snap, config if isinstance(config, dict) else None
-
-
-def names_in(items: Iterable[JSON], field: str = "name") -> list[str]:
-    return [str((o.get("metadata") or {}).get(field, "")) for o in items]
