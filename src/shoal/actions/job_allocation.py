@@ -8,7 +8,7 @@ rolls the statement back. Nodes are ranked by the summed plugin scores, ties by 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,6 +88,8 @@ class SubGroup:
     topology: TopologyConstraint | None
     children: list[SubGroup] = field(default_factory=list)
     pod_sets: list[PodSet] = field(default_factory=list)
+    #: KAI's minSubGroup: direct children (groups and pod sets) that must be satisfied; None = all.
+    min_subgroup: int | None = None
 
     def all_pod_sets(self) -> list[PodSet]:
         out = list(self.pod_sets)
@@ -99,8 +101,8 @@ class SubGroup:
 def subgroup_tree(job: Job) -> SubGroup:
     """The job's tree: root (job topology) -> sub-group sets (by parent) -> pod sets (leaves).
     A pod set or group naming an unknown parent hangs under the root."""
-    root = SubGroup("", job.pg.topology)
-    groups = {sg.name: SubGroup(sg.name, sg.topology) for sg in job.pg.sub_group_sets}
+    root = SubGroup("", job.pg.topology, min_subgroup=job.pg.min_subgroup)
+    groups = {sg.name: SubGroup(sg.name, sg.topology, min_subgroup=sg.min_subgroup) for sg in job.pg.sub_group_sets}
     for sg in job.pg.sub_group_sets:
         parent = groups.get(sg.parent, root) if sg.parent != sg.name else root
         parent.children.append(groups[sg.name])
@@ -148,6 +150,8 @@ def _alloc_set(w: _Walk, group: SubGroup, tasks: list[Task], mask: np.ndarray) -
 
 
 def _alloc_set_on(w: _Walk, group: SubGroup, tasks: list[Task], node_set: np.ndarray) -> bool:
+    if group.min_subgroup is not None:
+        return _alloc_some_on(w, group, tasks, node_set)
     for child in sorted(group.children, key=lambda c: c.name):
         members = {id(ps) for ps in child.all_pod_sets()}
         if not _alloc_set(w, child, [t for t in tasks if id(t.pod_set) in members], node_set):
@@ -156,6 +160,43 @@ def _alloc_set_on(w: _Walk, group: SubGroup, tasks: list[Task], node_set: np.nda
         if not _alloc_pod_set(w, ps, [t for t in tasks if t.pod_set is ps], node_set):
             return False
     return True
+
+
+def _alloc_some_on(w: _Walk, group: SubGroup, tasks: list[Task], node_set: np.ndarray) -> bool:
+    """minSubGroup: every ready child (enough pods exist) is tried and rolled back alone when it
+    fails; the group stands when `min_subgroup` of its children are satisfied and something was
+    placed. A child short of pods is not placed at all (its pods would hold resources for nothing)."""
+    start = len(w.stmt.ops)
+    satisfied = 0
+    for child in sorted(group.children, key=lambda c: c.name):
+        members = {id(ps) for ps in child.all_pod_sets()}
+        sub = [t for t in tasks if id(t.pod_set) in members]
+        cp = w.stmt.checkpoint()
+        if sub and _reaches(child, _ready) and not _alloc_set(w, child, sub, node_set):
+            w.stmt.rollback(cp)
+        satisfied += _reaches(child, _allocated)
+    for ps in sorted(group.pod_sets, key=pod_set_order):
+        sub = [t for t in tasks if t.pod_set is ps]
+        cp = w.stmt.checkpoint()
+        if sub and _ready(ps) and not _alloc_pod_set(w, ps, sub, node_set):
+            w.stmt.rollback(cp)
+        satisfied += _allocated(ps)
+    assert group.min_subgroup is not None
+    return satisfied >= group.min_subgroup and len(w.stmt.ops) > start
+
+
+def _ready(ps: PodSet) -> bool:
+    return ps.alive - ps.gated >= ps.min_available
+
+
+def _allocated(ps: PodSet) -> bool:
+    return ps.active_allocated >= ps.min_available
+
+
+def _reaches(group: SubGroup, ok: Callable[[PodSet], bool]) -> bool:
+    """Does the group reach its minimum by `ok` of its pod sets (its minSubGroup, else all)?"""
+    got = [_reaches(c, ok) for c in group.children] + [ok(ps) for ps in group.pod_sets]
+    return all(got) if group.min_subgroup is None else sum(got) >= group.min_subgroup
 
 
 def _alloc_pod_set(w: _Walk, ps: PodSet, tasks: list[Task], mask: np.ndarray) -> bool:

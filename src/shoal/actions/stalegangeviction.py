@@ -15,7 +15,7 @@ def is_stale(job: Job) -> bool:
         return False
     if job.active_used() == 0:
         return False
-    return any(ps.active_used < ps.min_available for ps in job.pod_sets.values())
+    return not job.is_gang_satisfied()
 
 
 def run(ssn: Session) -> None:

@@ -165,10 +165,15 @@ class Job:
         return any(t.status.value & mask for t in self.tasks)
 
     def is_ready(self) -> bool:
-        """Every pod set has enough alive, ungated pods to reach its minimum."""
+        """Every pod set (with minSubGroup: enough of them) has enough alive, ungated pods to reach
+        its minimum."""
+        if self.pg.uses_min_subgroup:
+            return self.pg.satisfied(lambda n: (ps := self.pod_sets[n]).alive - ps.gated >= ps.min_available)
         return all(ps.alive - ps.gated >= ps.min_available for ps in self.pod_sets.values())
 
     def is_gang_satisfied(self) -> bool:
+        if self.pg.uses_min_subgroup:
+            return self.pg.satisfied(lambda n: (ps := self.pod_sets[n]).active_used >= ps.min_available)
         return all(ps.active_used >= ps.min_available for ps in self.pod_sets.values())
 
     def elastic_state(self) -> int:

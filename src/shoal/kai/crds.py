@@ -101,7 +101,8 @@ def podgroup_from(obj: JSON, priorities: dict[str, int], global_default: int | N
             raise ConvertError(f"spec.subGroups[{name}].minMember: {sg_min!r} is not a non-negative integer")
         parent = str(s.get("parent") or "").lower()
         if name.lower() in parents:
-            sets.append(SubGroupSetSpec(name, parent, _topology(s.get("topologyConstraint"))))
+            sets.append(SubGroupSetSpec(name, parent, _topology(s.get("topologyConstraint")),
+                                        _min_subgroup(s.get("minSubGroup"), f"spec.subGroups[{name}].minSubGroup")))
         else:
             pod_sets.append(PodSetSpec(name, max(sg_min, 1), parent, _topology(s.get("topologyConstraint"))))
     mark = spec.get("markUnschedulable", True)
@@ -116,12 +117,22 @@ def podgroup_from(obj: JSON, priorities: dict[str, int], global_default: int | N
         uid=str(m.get("uid")), name=str(m.get("name")), namespace=str(m.get("namespace", "")),
         queue=str(spec.get("queue") or DEFAULT_QUEUE), priority=priority,
         mark_unschedulable=mark, backoff_blocked=backoff == 1 and failed_here,
+        min_subgroup=_min_subgroup(spec.get("minSubGroup"), "spec.minSubGroup") if subgroups else None,
         preemptible=preemptibility(spec.get("preemptibility"), priority, "spec.preemptibility"),
         creation=timestamp(m.get("creationTimestamp")) or 0.0, min_member=min_member,
         pod_sets=pod_sets, sub_group_sets=sets, topology=_topology(spec.get("topologyConstraint")),
         last_start_time=timestamp(anns.get(LAST_START_ANNOTATION)),
         stale_since=timestamp(anns.get(STALE_ANNOTATION)),
     )
+
+
+def _min_subgroup(raw: object, where: str) -> int | None:
+    """KAI's minSubGroup: absent = every child is needed; else a count >= 0."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise ConvertError(f"{where}: {raw!r} is not a non-negative integer")
+    return raw
 
 
 def implicit_podgroup(pod: JSON, priorities: dict[str, int], global_default: int | None = None) -> PodGroup:

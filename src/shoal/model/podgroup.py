@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shoal.model.topology import TopologyConstraint
@@ -26,6 +27,8 @@ class SubGroupSetSpec:
     name: str
     parent: str = ""
     topology: TopologyConstraint | None = None
+    #: KAI's `minSubGroup`: how many direct children must be satisfied (None = all of them).
+    min_subgroup: int | None = None
 
 
 @dataclass(slots=True)
@@ -49,6 +52,9 @@ class PodGroup:
     staleness_grace_seconds: float | None = None
     #: Problems found while reading the object (bad annotation...). The gang is not scheduled.
     invalid_reasons: list[str] = field(default_factory=list)
+    #: KAI's `minSubGroup` of the root: how many direct children (subgroups) must be satisfied for
+    #: the gang to be (None = every one, the minMember semantics).
+    min_subgroup: int | None = None
     #: KAI's `markUnschedulable`: False = a gang that cannot fit gets events but no
     #: PodScheduled=False condition on its pods (cluster autoscalers then leave it alone).
     mark_unschedulable: bool = True
@@ -60,3 +66,33 @@ class PodGroup:
     def __post_init__(self) -> None:
         if not self.pod_sets:
             self.pod_sets = [PodSetSpec(DEFAULT_POD_SET, max(self.min_member, 1), topology=None)]
+
+    @property
+    def uses_min_subgroup(self) -> bool:
+        return self.min_subgroup is not None or any(s.min_subgroup is not None for s in self.sub_group_sets)
+
+    def children(self) -> dict[str, list[tuple[bool, str]]]:
+        """The tree: parent name ("" = root) -> (is a sub-group set, name) of its direct children.
+        A child naming an unknown parent (or itself) hangs under the root."""
+        groups = {s.name for s in self.sub_group_sets}
+        out: dict[str, list[tuple[bool, str]]] = {}
+        for s in self.sub_group_sets:
+            parent = s.parent if s.parent in groups and s.parent != s.name else ""
+            out.setdefault(parent, []).append((True, s.name))
+        for ps in self.pod_sets:
+            out.setdefault(ps.parent if ps.parent in groups else "", []).append((False, ps.name))
+        return out
+
+    def satisfied(self, ok: Callable[[str], bool]) -> bool:
+        """Is the gang satisfied, given which pod sets (by name) are? Without minSubGroup every pod
+        set must be; with it, each level needs `min_subgroup` satisfied direct children. Pure."""
+        if not self.uses_min_subgroup:
+            return all(ok(ps.name) for ps in self.pod_sets)
+        tree = self.children()
+        mins = {s.name: s.min_subgroup for s in self.sub_group_sets}
+
+        def node(name: str, need: int | None) -> bool:
+            got = [node(c, mins[c]) if is_group else ok(c) for is_group, c in tree.get(name, [])]
+            return all(got) if need is None else sum(got) >= need
+
+        return node("", self.min_subgroup)
