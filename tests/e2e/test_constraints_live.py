@@ -152,3 +152,25 @@ def test_podgroup_mark_unschedulable_and_scheduling_backoff(kenv: KEnv, shoal_ru
     kenv.client.patch(PodGroupRes.Status, "once", {"status": {"schedulingConditions": None}},
                       namespace=kenv.namespace, patch_type=PatchType.MERGE)
     _all_running(kenv, ["once-0", "once-1"])
+
+
+def test_podgroup_min_subgroup_live(kenv: KEnv, shoal_runner: Any) -> None:
+    """minSubGroup 2 of 3 replicas of 2 pods on 4 one-GPU nodes: two replicas run, the third waits."""
+    nodes = kenv.add_gpu_nodes(4, gpus=1)
+    kenv.wait_nodes_ready(nodes)
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner()
+    replicas = ["p0", "p1", "p2"]
+    create(kenv, {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "inf"},
+                  "spec": {"queue": queue, "minSubGroup": 2,
+                           "subGroups": [{"name": r, "minMember": 2} for r in replicas]}})
+    for r in replicas:
+        for i in range(2):
+            create(kenv, pod_manifest(f"{r}-{i}", sched.scheduler_name, gpus=1, queue=queue,
+                                      annotations={"pod-group-name": "inf"},
+                                      labels={"kai.scheduler/subgroup-name": r}))
+    pods = [f"{r}-{i}" for r in replicas for i in range(2)]
+    bound = wait_until(lambda: (b := [p for p in pods if _running(kenv, p)]) and len(b) == 4 and b, 40,
+                       "two whole replicas Running")
+    assert {p.split("-")[0] for p in bound} in ({"p0", "p1"}, {"p0", "p2"}, {"p1", "p2"}), bound
