@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gzip
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,16 +39,23 @@ class _Clock:
     seconds: float = 0.0
 
 
+#: libyaml's loader when PyYAML has it (generated scale scenarios run to 100k lines).
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load(path: Path) -> Scenario:
+    """A scenario file, plain (`.yaml`) or gzipped (`.yaml.gz`)."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
+        raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+        data = yaml.load(raw, Loader=_YAML_LOADER)  # a safe loader (CSafeLoader or SafeLoader)
+    except (yaml.YAMLError, gzip.BadGzipFile, EOFError) as err:
         raise ScenarioError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(data, dict) or "kind" not in data:
         raise ScenarioError(f"{path}: not a scenario (no `kind` field)")
     kind = data["kind"]
     actions = FULL_CYCLE_ACTIONS if kind == "full_cycle" else list(data.get("actions") or [kind])
-    sc = Scenario(id=str(data.get("id", path.stem)), kind=kind, actions=actions, data=data, path=str(path))
+    stem = path.name.removesuffix(".gz").removesuffix(".yaml")
+    sc = Scenario(id=str(data.get("id", stem)), kind=kind, actions=actions, data=data, path=str(path))
     sc.unsupported = unsupported_reason(sc)
     return sc
 
@@ -287,12 +295,14 @@ def kai_detailed_message(fit_errors: list[str]) -> str:
 
 
 def collect(paths: list[str]) -> list[Path]:
-    """Scenario files from files and directories (recursively, `_index.yaml` excluded), sorted."""
+    """Scenario files (`.yaml`, `.yaml.gz`) from files and directories (recursively, `_index.yaml`
+    excluded), sorted."""
     out: list[Path] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            out.extend(sorted(f for f in path.rglob("*.yaml") if not f.name.startswith("_")))
+            found = [*path.rglob("*.yaml"), *path.rglob("*.yaml.gz")]
+            out.extend(sorted(f for f in found if not f.name.startswith("_")))
         elif path.exists():
             out.append(path)
         else:
