@@ -58,6 +58,10 @@ def add_visibility_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--report", action=argparse.BooleanOptionalAction, default=True,
                    help="publish the scheduling report to ConfigMap <lease-namespace>/<scheduler-name>-visibility "
                         "(default: on)")
+    g.add_argument("--ui-port", type=int, default=None, metavar="N",
+                   help="serve the read-only dashboard on this port (0 = any free port; the URL is logged)")
+    g.add_argument("--ui-host", default="127.0.0.1", metavar="ADDR",
+                   help="address to serve the dashboard on (default: %(default)s, loopback only)")
     g.add_argument("--eta-period", default="30s", metavar="DURATION",
                    help="predict start times this often in a worker thread; 0 = off (default: %(default)s)")
     g.add_argument("--eta-horizon", default="7d", metavar="DURATION",
@@ -82,7 +86,8 @@ def visibility_options(args: argparse.Namespace) -> Any:
         queues[name] = parse_duration(value)
     return VisibilityOptions(namespace=args.lease_namespace, publish=args.report,
                              eta_seconds=parse_duration(args.eta_period), eta_horizon=parse_duration(args.eta_horizon),
-                             default_runtime=parse_duration(args.eta_default_runtime), queue_runtimes=queues)
+                             default_runtime=parse_duration(args.eta_default_runtime), queue_runtimes=queues,
+                             nodes=args.ui_port is not None)
 
 
 def load_config(path: str | None) -> SchedulerConfig:
@@ -122,6 +127,11 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         service = SchedulerService(client, opts)
+        ui = None
+        if args.ui_port is not None:
+            from shoal.dashboard.server import serve_dashboard
+
+            ui = await serve_dashboard(args.ui_port, lambda: service.visibility.report, args.ui_host)
         task = asyncio.create_task(service.run())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -131,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
         except asyncio.CancelledError:
             pass
         finally:
+            if ui is not None:
+                ui.close()
             await client.close()
 
     if not logging.getLogger().isEnabledFor(logging.INFO):
