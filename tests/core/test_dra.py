@@ -1,13 +1,18 @@
-"""DRA-claimed GPUs (kai-spec §3.15): counted as whole GPUs for quota and fit; claim checks."""
+"""DRA (kai-spec §3.15): claimed GPUs count as whole GPUs for quota and fit; claim checks; node-bound devices."""
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import pytest
 
+from shoal.conformance.loader import build_snapshot
+from shoal.conformance.runner import load, run
 from shoal.cycle import run_cycle
 from shoal.framework.config import SchedulerConfig
 from shoal.model import ClusterSnapshot, Node, Pod, PodGroup, PodStatus, Queue, QueueResource
-from shoal.model.dra import MAX_CLAIM_CONSUMERS, QUEUE_LABEL, ResourceClaim, pod_dra_gpus
+from shoal.model.dra import MAX_CLAIM_CONSUMERS, QUEUE_LABEL, ResourceClaim, ResourceSlice, pod_dra_gpus
 
 NS = "ns"
 
@@ -67,3 +72,105 @@ def test_unknown_claim_keeps_the_pod_pending() -> None:
     result = run_cycle(snap, SchedulerConfig(actions=("allocate",)))
     assert not result.decisions.binds
     assert any("resource claim ns/nope not found" in e for e in result.session.jobs["job"].fit_errors)
+
+
+# -- node-bound devices (ResourceSlices) ------------------------------------------------------
+
+def _device_world(slices: dict[str, int], jobs: dict[str, list[tuple[str, ...]]], node_gpus: int = 0,
+                  device_class: str = "nvidia.com/gpu", allocated: dict[str, tuple[str, ...]] | None = None,
+                  running: dict[str, str] | None = None) -> ClusterSnapshot:
+    """Nodes with `slices[node]` DRA devices (and `node_gpus` device-plugin GPUs); gangs of pods, one
+    pod per tuple of claim names (each claim asks one device); claims allocated / pods running."""
+    allocated = allocated or {}
+    running = running or {}
+    names = sorted({c for pods in jobs.values() for claims in pods for c in claims})
+    index = {(NS, c): ResourceClaim(c, NS, device_class, 1, {QUEUE_LABEL: "q"}, from_template=True,
+                                    allocated=allocated.get(c, ())) for c in names}
+    snap = ClusterSnapshot(now=1.0, queues=[Queue("q")], resource_claims=index,
+                           resource_slices=[ResourceSlice(f"{n}-slice", n, "gpu.example.com",
+                                                          tuple(str(k) for k in range(count)))
+                                            for n, count in slices.items()])
+    for n, count in slices.items():
+        snap.nodes.append(Node(n, {"cpu": 8000, "memory": 64 * 10**9, "nvidia.com/gpu": node_gpus + count,
+                                   "pods": 110}))
+    for k, (job, pods) in enumerate(jobs.items()):
+        snap.podgroups.append(PodGroup(job, job, NS, "q", priority=50, preemptible=True, creation=float(k),
+                                       min_member=len(pods)))
+        for i, claims in enumerate(pods):
+            uid = f"{job}-{i}"
+            node = running.get(uid)
+            snap.pods.append(Pod(uid, uid, NS, job, PodStatus.RUNNING if node else PodStatus.PENDING,
+                                 cpu_milli=1000, memory=10**9, node=node, resource_claims=claims,
+                                 dra_gpus=pod_dra_gpus(NS, claims, index), creation=float(k)))
+    return snap
+
+
+def _placed(snap: ClusterSnapshot, *actions: str) -> dict[str, str]:
+    d = run_cycle(snap, SchedulerConfig(actions=actions or ("allocate",))).decisions
+    return {b.pod: b.node for b in (*d.binds, *d.pipelines)}
+
+
+@pytest.mark.parametrize(("device_class", "node_gpus"), [
+    pytest.param("nvidia.com/gpu", 1, id="gpu-claims-on-a-node-with-a-device-plugin-gpu-too"),
+    pytest.param("fpga.example.com", 0, id="non-gpu-claims"),
+])
+def test_gang_cannot_share_one_node_bound_device(device_class: str, node_gpus: int) -> None:
+    """Issue #12: two pods of one gang, each with its own claim, and one device on x: the second pod
+    must see the device the first took in the same statement, so the gang stays pending."""
+    snap = _device_world({"x": 1}, {"gang": [("c0",), ("c1",)]}, node_gpus, device_class)
+    assert _placed(snap) == {}
+    assert any("not enough free DRA devices" in m for m in run_cycle(
+        snap, SchedulerConfig(actions=("allocate",))).decisions.explanations["gang"].messages)
+
+
+def test_two_devices_take_the_gang() -> None:
+    snap = _device_world({"x": 2}, {"gang": [("c0",), ("c1",)]}, device_class="fpga.example.com")
+    assert _placed(snap) == {"gang-0": "x", "gang-1": "x"}
+
+
+def test_a_shared_claim_is_one_device_for_all_its_pods() -> None:
+    snap = _device_world({"x": 1}, {"gang": [("shared",), ("shared",)]}, device_class="fpga.example.com")
+    assert _placed(snap) == {"gang-0": "x", "gang-1": "x"}
+
+
+def test_a_shared_claim_keeps_its_pods_on_its_node() -> None:
+    """The claim is held on y by a running pod: a new pod of it goes to y, though x ties with y
+    (one running pod each) and wins ties by name."""
+    snap = _device_world({"x": 3, "y": 1}, {"busy": [("own",)], "run": [("shared",)], "new": [("shared",)]},
+                         device_class="fpga.example.com", allocated={"own": ("x/0",), "shared": ("y/0",)},
+                         running={"busy-0": "x", "run-0": "y"})
+    assert _placed(snap) == {"new-0": "y"}
+
+
+def test_rolled_back_gang_frees_its_device() -> None:
+    """The gang took x's device for its first pod, failed and rolled back: a later job gets it."""
+    snap = _device_world({"x": 1}, {"gang": [("c0",), ("c1",)], "solo": [("c2",)]},
+                         device_class="fpga.example.com")
+    assert _placed(snap) == {"solo-0": "x"}
+
+
+def test_running_claims_hold_their_devices_until_evicted() -> None:
+    """x's only device is allocated to a running pod's claim: nothing is left for a new claim."""
+    snap = _device_world({"x": 1}, {"run": [("c0",)], "new": [("c1",)]}, device_class="fpga.example.com",
+                         allocated={"c0": ("x/0",)}, running={"run-0": "x"})
+    assert _placed(snap) == {}
+
+
+def test_kai_scenario_two_template_claims_one_slice_device() -> None:
+    """KAI's 'requesting too many devices' scenario reshaped as the issue's case: a gang of two pods,
+    each with its own one-device claim of a non-GPU class, one slice device on node0: KAI's
+    allocator finds no device for the second claim, so nothing binds."""
+    sc = load(Path(__file__).resolve().parents[2] / "data" / "conformance" / "kai" /
+              "it.allocate.allocate_dra--simple-pod-with-simple-resource-claim-requesting-too-many-devices.yaml")
+    d = copy.deepcopy(sc.data)
+    d["jobs"][0]["tasks"] = [{"name": f"pending_job0-{i}", "state": "Pending", "resource_claim_names": [f"c{i}"]}
+                             for i in range(2)]
+    claim = {**d["dra"]["resource_claims"][0], "device_class_name": "fpga.example.com", "count": 1}
+    d["dra"]["resource_claims"] = [{**claim, "name": f"c{i}"} for i in range(2)]
+    d["derived"]["jobs"]["pending_job0"]["pod_sets"][0]["min_available"] = 2
+    d["mocks"]["cache_requirements"]["number_of_cache_binds"] = 0
+    d["expected"]["max_cache_calls_per_session"]["binds"] = 0
+    sc.data = d
+    assert [sl.devices for sl in build_snapshot(sc).resource_slices] == [("0",)]
+    result = run(sc)
+    assert result.outcome == "passed", result.message

@@ -41,7 +41,7 @@ from shoal.model.constraints import (
     PodAffinityTerm,
     Requirement,
 )
-from shoal.model.dra import ResourceClaim, pod_dra_gpus
+from shoal.model.dra import ResourceClaim, ResourceSlice, pod_dra_gpus
 from shoal.model.resources import GPU
 from shoal.model.status import ALLOCATED
 
@@ -108,8 +108,9 @@ def build_snapshot(sc: Scenario, jobs_state: list[dict[str, Any]] | None = None)
 
 
 def _apply_dra(dra: dict[str, Any], jobs: list[dict[str, Any]], snap: ClusterSnapshot) -> None:
-    """DRA objects of the scenario (README §3 `dra`): claims; every slice device is a GPU of its
-    node (the fake's driver is nvidia.com/gpu); pods get their claim names and claimed GPUs."""
+    """DRA objects of the scenario (README §3 `dra`): claims and slices (devices "0".., pool = the
+    node); every slice device is also a GPU of its node (the fake's driver is nvidia.com/gpu); pods
+    get their claim names and claimed GPUs."""
     for c in dra.get("resource_claims") or []:
         status = c.get("claim_status") or {}
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
@@ -121,9 +122,12 @@ def _apply_dra(dra: dict[str, Any], jobs: list[dict[str, Any]], snap: ClusterSna
         snap.resource_claims[(claim.namespace, claim.name)] = claim
     nodes = {n.name: n for n in snap.nodes}
     for sl in dra.get("resource_slices") or []:
-        node = nodes.get(sl.get("node_name", ""))
+        name, count = sl.get("node_name", ""), int(sl.get("count", 0) or 0)
+        snap.resource_slices.append(ResourceSlice(str(sl.get("name", "")), name, GPU,
+                                                  tuple(str(k) for k in range(count)), pool=name))
+        node = nodes.get(name)
         if node is not None:
-            node.allocatable[GPU] = node.allocatable.get(GPU, 0) + int(sl.get("count", 0) or 0)
+            node.allocatable[GPU] = node.allocatable.get(GPU, 0) + count
     names: dict[str, tuple[str, ...]] = {}
     for raw in jobs:
         for i, t in enumerate(raw.get("tasks") or []):

@@ -1,15 +1,24 @@
-"""Session-side DRA state (kai-spec §3.15): the claims of the snapshot and who consumes them.
+"""Session-side DRA state (kai-spec §3.15): the claims of the snapshot, who consumes them, and
+the node-bound devices they hold.
 
 A claim may be reserved for at most `MAX_CLAIM_CONSUMERS` pods. The snapshot gives the pods it
 is reserved for already; pods that reference it and are placed during this session (allocated
 or pipelined from Pending) are counted on top, so a rollback frees their places automatically.
+
+Devices (`DraDevices`) are derived the same way, from where the claims' consumers are now: a claim
+holds devices on the node of a consumer that is placed (a pod of the same gang placed earlier in
+the same statement included), so rolling the statement back frees them with no bookkeeping.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from shoal.framework.jobs import Task
-from shoal.model.dra import MAX_CLAIM_CONSUMERS, QUEUE_LABEL, ResourceClaim
+from shoal.model.dra import MAX_CLAIM_CONSUMERS, QUEUE_LABEL, ResourceClaim, ResourceSlice
 from shoal.model.status import ACTIVE_ALLOCATED, PodStatus
+
+ClaimKey = tuple[str, str]
 
 
 class DraState:
@@ -45,3 +54,76 @@ class DraState:
                 return (f"shared GPU resource claim {pod.namespace}/{name} has queue label "
                         f"{claim.labels.get(QUEUE_LABEL)!r}, the job's queue is {queue!r}")
         return None
+
+
+def _holds(task: Task) -> bool:
+    """The task keeps its claims' devices where it is: placed and not evicted in this session (a
+    pod already terminating in the snapshot still holds them; KAI deallocates on eviction)."""
+    if task.node < 0:
+        return False
+    return bool(task.status & ACTIVE_ALLOCATED) or task.pod.status == PodStatus.RELEASING
+
+
+class DraDevices:
+    """Node-bound DRA devices (ResourceSlices) and what the claims hold of them, right now.
+
+    A claim holds devices on the node of each consumer that is placed (`count` of them, or its
+    allocated devices if they are there); a claim none of whose consumers is placed holds nothing
+    (KAI deallocates a claim when its pod is evicted; the pods are recreated pending), unless no pod
+    of ours consumes it: then it holds what the snapshot says it is allocated. A pending pod may go
+    where each of its claims either is held already (bound there: no new device) or finds enough
+    free devices."""
+
+    def __init__(self, slices: list[ResourceSlice], node_index: dict[str, int], dra: DraState) -> None:
+        self.dra = dra
+        self.n = len(node_index)
+        self.device_row: dict[str, int] = {}
+        for sl in slices:
+            row = node_index.get(sl.node)
+            if row is not None:  # a slice of a node outside the snapshot offers nothing here
+                for dev in sl.device_ids():
+                    self.device_row[dev] = row
+        self.total = np.bincount(np.fromiter(self.device_row.values(), dtype=np.int64),
+                                 minlength=self.n).astype(np.int64)
+
+    def _allocated_rows(self, claim: ResourceClaim) -> list[int]:
+        return [self.device_row[d] for d in claim.allocated if d in self.device_row]
+
+    def held_on(self, key: ClaimKey, besides: Task | None = None) -> list[int]:
+        """Rows where the claim holds devices now (`besides` not counted as a holder)."""
+        consumers = self.dra.consumers.get(key)
+        if not consumers:  # reserved for pods we do not schedule (or none): as allocated
+            return sorted(set(self._allocated_rows(self.dra.claims[key])))
+        return sorted({t.node for t in consumers if t is not besides and _holds(t)})
+
+    def free(self) -> np.ndarray:
+        """Devices per node not held by any claim."""
+        taken = np.zeros(self.n, dtype=np.int64)
+        for key, claim in self.dra.claims.items():
+            for row in self.held_on(key):
+                # its snapshot allocation if all of it is on this node, else a fresh `count` here
+                own = sum(1 for r in self._allocated_rows(claim) if r == row)
+                taken[row] += own if own and own == len(claim.allocated) else claim.count
+        return self.total - taken
+
+    def bound_mask(self, task: Task) -> tuple[np.ndarray, str] | None:
+        """Where the task may go for its claims that are held already: only their node(s)."""
+        mask: np.ndarray | None = None
+        for key in self._keys(task):
+            rows = self.held_on(key, task)
+            if rows:
+                here = np.zeros(self.n, dtype=bool)
+                here[rows] = True
+                mask = here if mask is None else mask & here
+        return None if mask is None else (mask, "a resource claim of the pod is allocated on another node")
+
+    def devices_mask(self, task: Task) -> tuple[np.ndarray, str] | None:
+        """Nodes with enough free devices for the task's claims that are not held yet."""
+        need = sum(self.dra.claims[key].count for key in self._keys(task) if not self.held_on(key, task))
+        if not need:
+            return None
+        return self.free() >= need, f"not enough free DRA devices on the node (the pod's claims need {need})"
+
+    def _keys(self, task: Task) -> list[ClaimKey]:
+        keys = [(task.pod.namespace, name) for name in task.pod.resource_claims]
+        return [k for k in dict.fromkeys(keys) if k in self.dra.claims]  # unknown claims: the pre-predicate says

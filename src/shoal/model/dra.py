@@ -4,7 +4,8 @@ A `ResourceClaim` asks `count` devices of a device class; a class whose name con
 them GPUs, which count as whole GPUs of the pod for quota, fit and topology (`Pod.dra_gpus`). A
 claim made from a pod's template belongs to that pod; any other claim is shared and must carry the
 job's queue label. `reserved_for` is the number of pods the claim is reserved for already.
-Device choice (the DRA structured allocator) is left to the binder and not modelled here.
+A `ResourceSlice` publishes the devices one driver offers on one node: a claim is satisfied by
+free devices of the node its pod runs on (counted, not chosen: which devices is the binder's).
 """
 
 from __future__ import annotations
@@ -48,3 +49,23 @@ def pod_dra_gpus(namespace: str, claim_names: tuple[str, ...] | list[str],
         if claim is not None:
             total += claim.gpus
     return total
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSlice:
+    """Devices a DRA driver publishes on one node (node-bound devices only).
+
+    Device classes are taken to select every device (their CEL selectors are not modelled; KAI's
+    test fakes create them empty), so any claim may use any device of its pod's node."""
+
+    name: str
+    node: str
+    driver: str
+    devices: tuple[str, ...]
+    #: The resource pool, "" = the node name (a claim's allocation names devices `pool/device`).
+    pool: str = ""
+
+    def device_ids(self) -> list[str]:
+        """The slice's devices as `pool/device`, the form of a claim's allocation results."""
+        pool = self.pool or self.node
+        return [f"{pool}/{d}" for d in self.devices]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shoal.model.dra import ResourceClaim
+from shoal.model.dra import ResourceClaim, ResourceSlice
 from shoal.model.node import Node
 from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
@@ -39,3 +39,6 @@ class ClusterSnapshot:
     storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     #: DRA ResourceClaims by (namespace, name); see shoal.model.dra.
     resource_claims: dict[tuple[str, str], ResourceClaim] = field(default_factory=dict)
+    #: DRA ResourceSlices (node-bound devices). None at all = devices are not modelled: claims are
+    #: then checked for existence, consumers and queue label only.
+    resource_slices: list[ResourceSlice] = field(default_factory=list)
