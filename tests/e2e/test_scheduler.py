@@ -158,7 +158,8 @@ def test_bad_fraction_is_reported_and_others_keep_scheduling(kenv: KEnv, shoal_r
 
     cond = wait_until(reported, 20, "condition on the bad pod")
     assert cond.reason == "Unschedulable" and "gpu-fraction" in cond.message and fraction in cond.message
-    assert events_for(kenv.client, "bad", kenv.namespace, "FailedScheduling")
+    # The event is written just after the condition: wait for it rather than race it.
+    wait_until(lambda: events_for(kenv.client, "bad", kenv.namespace, "FailedScheduling"), 10, "FailedScheduling")
     assert wait_until(lambda: _running(kenv, "good", kenv.namespace), 20, "good pod Running") == node
     assert pod_state(kenv.client, "bad", kenv.namespace)[0] is None
 
