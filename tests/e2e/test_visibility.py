@@ -164,6 +164,12 @@ def test_live_commands_name_each_cause_and_predict_a_start(kenv: KEnv, cluster: 
     assert "shoal.dev/predicted-start" in (pg.metadata.annotations or {})
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert 'shoal_gang_predicted_start_timestamp_seconds{namespace="' + kenv.namespace in metrics
+    # KAI-parity metrics: causes by queue, time to bind per queue, per-action latency.
+    assert f'shoal_pending_gangs_by_reason{{queue="{q["lim"]}",reason="queue-limit"}} 1.0' in metrics
+    assert f'shoal_pending_gangs_by_reason{{queue="{q["free"]}",reason="fragmentation"}} 1.0' in metrics
+    assert f'shoal_time_to_bind_seconds_count{{queue="{q["free"]}"}} 6.0' in metrics
+    assert 'shoal_action_latency_seconds_count{action="allocate"}' in metrics
+    assert f'shoal_queue_limit{{queue="{q["lim"]}",resource="gpu"}} 8.0' in metrics
 
 
 def _bound(kenv: KEnv, n: int) -> bool:

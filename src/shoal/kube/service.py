@@ -211,8 +211,10 @@ class SchedulerService:
         # from rescanning them meanwhile (shoal.cycle.paused_gc); ssn.release() frees them after.
         with paused_gc():
             ssn = await asyncio.to_thread(open_session, snapshot, config)
+            lap = self.visibility.lap("session-open", t0)
             for action in config.actions:
                 await asyncio.to_thread(run_actions, ssn, [action])
+                lap = self.visibility.lap(action, lap)
                 d = ssn.decisions
                 binds, evictions = d.binds[sent_binds:], d.evictions[sent_evictions:]
                 sent_binds, sent_evictions = len(d.binds), len(d.evictions)
@@ -220,6 +222,7 @@ class SchedulerService:
                     self.applier.assume(binds)
                     sending.append(asyncio.create_task(self.applier.apply_placements(binds, evictions, stats)))
             d = await asyncio.to_thread(close_session, ssn)
+            self.visibility.lap("session-close", lap)
         try:
             await self._after_decisions(ssn, d, snapshot, stats, sending, t0)
             await asyncio.to_thread(self.visibility.after_cycle, ssn, d, snapshot, config, self.last_cycle_seconds,

@@ -39,6 +39,7 @@ from shoal.kube.applier import rfc3339
 from shoal.kube.cache import ClusterCache
 from shoal.kube.client import CONFIGMAPS, PODGROUPS, ApiError, KubeClient
 from shoal.kube.metrics import SchedulerMetrics
+from shoal.kube.visibility_metrics import ParityMetrics
 from shoal.model.snapshot import ClusterSnapshot
 from shoal.visibility.forecast import forecast
 from shoal.visibility.nodes import node_grid
@@ -121,6 +122,17 @@ class VisibilityService:
                                "Predicted start of a pending gang (Unix time; forecast by the scheduling core)",
                                ["namespace", "podgroup", "queue"], registry=metrics.registry)
         self._gauged: set[tuple[str, str, str]] = set()
+        self.parity = ParityMetrics(metrics.registry)
+
+    def lap(self, what: str, since: float) -> float:
+        """Observe the latency of a cycle phase (`session-open`, an action, `session-close`) that began
+        at `since` (perf_counter); returns now, the start of the next phase."""
+        now = time.perf_counter()
+        if what.startswith("session-"):
+            self.parity.session_latency.labels(what.removeprefix("session-")).observe(now - since)
+        else:
+            self.parity.action_latency.labels(what).observe(now - since)
+        return now
 
     # -- after each cycle (worker thread, session still open) ---------------------------------
     def after_cycle(self, ssn: Session, d: Decisions, snapshot: ClusterSnapshot, config: SchedulerConfig,
@@ -132,6 +144,9 @@ class VisibilityService:
                                        "node": e.node, "action": e.action, "reason": e.reason,
                                        "preemptor": e.preemptor})
         self._latest = (snapshot, config)
+        if d.binds:
+            queue_of = {b.job: ssn.jobs[b.job].pg.queue for b in d.binds if b.job in ssn.jobs}
+            self.parity.binds(d.binds, snapshot, queue_of)
         if now - self._built_at < self.opts.report_seconds and not d.evictions:
             return
         self._built_at = now
@@ -146,6 +161,7 @@ class VisibilityService:
         report["latency"] = [[t, round(s, 6)] for t, s in self.latencies]
         if self.opts.nodes:
             report["nodes"] = node_grid(ssn)
+        self.parity.report(report)
         self.report = report
         self.version += 1
 
