@@ -4,7 +4,7 @@
 GPUs and shared fractions), pending single-pod gangs of a mixed kind (0.25 / 0.5 / 0.75 GPU,
 1, 2 and 4 whole GPUs, CPU-only). The same snapshot runs the allocate action twice: KAI's
 default plugins, then the same list with ``nodeplacement`` -> ``fragaware`` (and without
-``gpusharingorder``), the mix given as a plugin argument (as an adapter's PodMixTracker would).
+``gpusharingorder``), the mix a PodMixTracker learns given as the plugin's `mix` argument.
 Prints CPU seconds per placed pod for both and the ratio.
 
     python bench/bench_fragaware.py [--nodes 5000] [--pending 2000] [--ss 0.4] [--profile]
@@ -23,7 +23,7 @@ import numpy as np
 from shoal.actions import allocate
 from shoal.cycle import open_session
 from shoal.framework.config import DEFAULT_PLUGINS, PluginConfig, SchedulerConfig
-from shoal.framework.podmix import PodMixTracker
+from shoal.history.podmix import PodMixTracker
 from shoal.model import ClusterSnapshot, GpuRequest, Node, Pod, PodGroup, PodStatus, Queue, QueueResource
 
 NOW = 1_700_000_000.0

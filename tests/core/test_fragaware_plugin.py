@@ -1,4 +1,4 @@
-"""The ``fragaware`` plugin end to end through ``run_cycle``, and the online PodMixTracker."""
+"""The ``fragaware`` plugin end to end through ``run_cycle``; its mix from the argument or the snapshot."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import pytest
 
 from shoal.cycle import CycleResult, run_cycle
 from shoal.framework.config import DEFAULT_PLUGINS, PluginConfig, SchedulerConfig
-from shoal.framework.podmix import PodMixTracker, pod_kind, with_mix
 from shoal.model import (
     ClusterSnapshot,
     GpuRequest,
@@ -18,7 +17,7 @@ from shoal.model import (
     Topology,
     TopologyConstraint,
 )
-from shoal.policy.fragaware import MixEntry, MixFormatError, parse_mix
+from shoal.policy.fragaware import MixEntry, MixFormatError
 
 MODEL = "nvidia.com/gpu.product"
 GIB = 1024**3
@@ -124,69 +123,20 @@ def test_bad_mix_argument_fails_the_session() -> None:
         w.run(fragaware_config({"mix": "garbage"}))
 
 
-# -- PodMixTracker --------------------------------------------------------------------------
-
-
-def pod(gpu: GpuRequest, cpu: int = 1000, selector: dict[str, str] | None = None) -> Pod:
-    return Pod("p", "p", "ns", "j", PodStatus.PENDING, cpu, GIB, gpu, node_selector=dict(selector or {}))
-
-
-@pytest.mark.parametrize(
-    ("p", "kind"),
-    [
-        pytest.param(pod(GpuRequest(whole=2)), (1000, 1000, 2, ()), id="whole GPUs"),
-        pytest.param(pod(GpuRequest(portion_milli=250, devices=2)), (1000, 250, 2, ()), id="fraction"),
-        pytest.param(pod(GpuRequest(memory_mib=20_000)), (1000, 500, 1, ()), id="GPU memory of a 40 GiB device"),
-        pytest.param(pod(GpuRequest(), selector={MODEL: "T4"}), (1000, 0, 0, ()), id="CPU-only ignores models"),
-        pytest.param(pod(GpuRequest(whole=1), selector={MODEL: "T4"}), (1000, 1000, 1, ("T4",)), id="model"),
-    ],
-)
-def test_pod_kind(p: Pod, kind: tuple[int, int, int, tuple[str, ...]]) -> None:
-    assert pod_kind(p, MODEL, 40_000) == kind
-
-
-def test_tracker_decays_old_kinds() -> None:
-    t = PodMixTracker(half_life_seconds=100.0)
-    for _ in range(8):
-        t.observe(pod(GpuRequest(whole=1)), now=0.0)
-    t.observe(pod(GpuRequest(portion_milli=500)), now=300.0)  # 8 whole pods decayed to 1 by now
-    entries = {(e.gpu_milli, e.devices): e.weight for e in t.entries(300.0)}
-    assert entries == pytest.approx({(1000, 1): 1.0, (500, 1): 1.0})
-
-
-def test_tracker_keeps_the_most_frequent_kinds_covering_the_target() -> None:
-    t = PodMixTracker(coverage=0.9)
-    for milli, n in ((500, 90), (250, 9), (100, 1)):
-        for _ in range(n):
-            t.observe(pod(GpuRequest(portion_milli=milli)), now=0.0)
-    assert [e.gpu_milli for e in t.entries(0.0)] == [500]
-    mix = parse_mix(t.mix(0.0))
-    assert mix == [MixEntry(1000, 500, 1, (), 90.0)]
-
-
-@pytest.mark.parametrize(
-    ("config", "mix", "expected"),
-    [
-        pytest.param(fragaware_config({"order": "1"}), "1000/500x1=1", {"order": "1", "mix": "1000/500x1=1"},
-                     id="sets the mix and keeps the other arguments"),
-        pytest.param(fragaware_config({"mix": "old"}), "", {"mix": "old"}, id="an empty mix changes nothing"),
-    ],
-)
-def test_with_mix_hands_the_mix_to_the_plugin(config: SchedulerConfig, mix: str, expected: dict[str, str]) -> None:
-    got = with_mix(config, mix).plugin("fragaware")
-    assert got is not None and got.arguments == expected
-
-
+# -- the mix and churn from the snapshot (what the adapters learn, shoal.history) -----------------
 @pytest.mark.parametrize(
     ("mix", "expected"),
     [
-        pytest.param("1000/500x1=1", {"mix": "1000/500x1=1", "churn": "1"}, id="mix and churn"),
-        pytest.param("", {"churn": "1"}, id="churn without a mix yet"),
+        pytest.param([MixEntry(2000, 1000, 4, ("T4",), 1.0), MixEntry(2000, 1000, 1, (), 1.0)], "x",
+                     id="the snapshot's mix (T4-only pods in it) wins over the argument"),
+        pytest.param([], "t4", id="no mix learned yet: the argument's (no T4-only pods)"),
     ],
 )
-def test_with_mix_hands_churn_to_the_plugin(mix: str, expected: dict[str, str]) -> None:
-    got = with_mix(fragaware_config(), mix, churn=True).plugin("fragaware")
-    assert got is not None and got.arguments == expected
+def test_the_snapshot_mix_comes_first(mix: list[MixEntry], expected: str) -> None:
+    w = World(node("t4", model="T4"), node("x", model="A100"))
+    w.job("any", GpuRequest(whole=1))
+    w.snap.pod_mix = mix
+    assert w.run(fragaware_config({"mix": "2000/1000x1=1"}))["any"] == expected
 
 
 @pytest.mark.parametrize(
@@ -205,6 +155,9 @@ def test_churn_argument_selects_the_churn_weights(args: dict[str, str], expected
     assert w.run(fragaware_config({"mix": "2000/1000x1=1", **args}))["new"] == expected
 
 
-def test_with_mix_leaves_configs_without_fragaware_alone() -> None:
-    config = SchedulerConfig()
-    assert with_mix(config, "1000/500x1=1") is config
+def test_pods_departed_selects_the_churn_weights() -> None:
+    w = World(node("a"), node("b"))
+    w.job("running", GpuRequest(whole=1), node="b")
+    w.job("new", GpuRequest(whole=1))
+    w.snap.pods_departed = True
+    assert w.run(fragaware_config({"mix": "2000/1000x1=1"}))["new"] == "b"

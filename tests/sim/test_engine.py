@@ -15,7 +15,6 @@ from shoal.sim.loaders.nodes import build_node
 from shoal.sim.report import result_json
 from shoal.sim.scenario import load_scenario
 from shoal.sim.simulation import Simulation
-from shoal.sim.usage import DecayedUsage
 from shoal.sim.workload import JobSpec
 
 DATA = Path(__file__).parent / "data"
@@ -86,34 +85,6 @@ def test_eviction_releases_the_whole_gang_then_restarts_it() -> None:
     c.release(job)
     assert job.state == PENDING and all(p.node is None for p in job.pods) and c.allocated_gpu_milli() == 0
     assert c.evicted_gangs["reclaim"] == 1 and job.first_start == 10
-
-
-def test_decayed_usage_is_normalised_and_decays() -> None:
-    u = DecayedUsage(half_life=100.0)
-    u.record(0.0, {"a": (500.0, 0.0, 0.0)}, (1000.0, 1.0, 1.0))
-    assert u.usage(100.0)["a"]["gpu"] == pytest.approx(0.5)
-    u.record(100.0, {}, (1000.0, 1.0, 1.0))
-    # after one idle half-life the queue's share of the decayed capacity drops to 1/3:
-    # used 0.5*x*0.5 against capacity x*0.5 + x  (x = integral of one busy interval)
-    assert u.usage(200.0)["a"]["gpu"] == pytest.approx(0.25 / 1.5)
-
-
-@pytest.mark.parametrize(
-    "times", [pytest.param([50.0, 120.0, 300.0], id="irregular"), pytest.param([300.0], id="one step")]
-)
-def test_decayed_usage_matches_the_framework_store(times: list[float]) -> None:
-    from shoal.framework.usage import InMemoryUsageStore, UsageParams
-
-    ref = InMemoryUsageStore(UsageParams(window=10**9, half_life=100.0))
-    mine = DecayedUsage(half_life=100.0)
-    allocs = [{"a": (300.0, 0.0, 0.0), "b": (600.0, 0.0, 0.0)}, {"a": (900.0, 0.0, 0.0)}, {}]
-    t = 0.0
-    for k, nxt in enumerate(times):
-        for store in (ref, mine):
-            store.record(t, allocs[k % 3], (1000.0, 1.0, 1.0))
-        t = nxt
-    for q in ("a", "b"):
-        assert mine.usage(t + 40)[q]["gpu"] == pytest.approx(ref.usage(t + 40)[q]["gpu"], rel=1e-9)
 
 
 def _run(seed: int | None) -> str:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from shoal.cycle import close_session, open_session, paused_gc, run_actions
 from shoal.framework.config import SchedulerConfig
 from shoal.framework.decisions import Decisions
-from shoal.framework.podmix import PodMixTracker, with_mix
 from shoal.framework.session import Session
+from shoal.history.podmix import PodMixFeed
 from shoal.kai.objects import meta
 from shoal.kube.applier import Applier, ApplyStats
 from shoal.kube.cache import OTHER_JOB, ClusterCache
@@ -108,7 +108,8 @@ class SchedulerService:
         self.last_cycle_seconds = 0.0
         self._queue_status: dict[str, JSON] = {}
         self._queue_status_at = 0.0
-        self.mix_feed = PodMixFeed() if options.config.has_plugin("fragaware") else None
+        # Other schedulers' pods are capacity, not arrivals: they are not part of the mix.
+        self.mix_feed = PodMixFeed(ignored_jobs={OTHER_JOB}) if options.config.has_plugin("fragaware") else None
         self.visibility = VisibilityService(client, self.cache, options.scheduler_name, options.visibility,
                                             self.metrics)
         self.config_source: ConfigMapSource | None = None
@@ -122,7 +123,7 @@ class SchedulerService:
         if not config.has_plugin("fragaware"):
             self.mix_feed = None
         elif self.mix_feed is None:
-            self.mix_feed = PodMixFeed()
+            self.mix_feed = PodMixFeed(ignored_jobs={OTHER_JOB})
 
     def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         self.visibility.on_pod(old, new)
@@ -202,8 +203,10 @@ class SchedulerService:
         evictions are sent while the next action runs (KAI also binds at each statement commit)."""
         snapshot = self.cache.snapshot()
         t0 = time.perf_counter()
-        base, mix_feed = self.opts.config, self.mix_feed  # a reload mid-cycle applies from the next cycle
-        config = base if mix_feed is None else mix_feed.config(snapshot, base)
+        config, mix_feed = self.opts.config, self.mix_feed  # a reload mid-cycle applies from the next cycle
+        if mix_feed is not None:
+            fragaware = config.plugin("fragaware")
+            mix_feed.fill(snapshot, fragaware.arguments.get("modelLabel") if fragaware else None)
         stats = ApplyStats()
         sending: list[asyncio.Task[None]] = []
         sent_binds = sent_evictions = 0
@@ -284,37 +287,6 @@ class SchedulerService:
         self.applier.written = {k: v for k, v in self.applier.written.items()
                                 if k in live or k.startswith("problem:")}
         self.applier.evicting &= set(self.cache.refs)
-
-
-class PodMixFeed:
-    """The live ``fragaware`` pod mix: a :class:`PodMixTracker` fed with every pod of this scheduler
-    the first time a snapshot shows it (pending or already running), at the snapshot's time; each
-    cycle's config carries ``tracker.mix(now)``, and ``churn`` once a pod seen before has left
-    (docs/fragaware.md). The core stays clock-free: the time comes from the snapshot."""
-
-    def __init__(self, tracker: PodMixTracker | None = None) -> None:
-        self.tracker = tracker or PodMixTracker()
-        self._seen: set[str] = set()
-        self.churn = False
-
-    def config(self, snapshot: ClusterSnapshot, base: SchedulerConfig) -> SchedulerConfig:
-        """``base`` with the fragaware ``mix`` argument after observing the snapshot's new pods."""
-        plugin = base.plugin("fragaware")
-        if plugin is not None:
-            self.tracker.model_label = plugin.arguments.get("modelLabel", self.tracker.model_label)
-        # Fractions given as GPU memory become a share of the cluster's largest device (the plugin's rule).
-        self.tracker.device_memory_mib = max((n.gpu_memory_mib for n in snapshot.nodes),
-                                             default=self.tracker.device_memory_mib)
-        live: set[str] = set()
-        for pod in snapshot.pods:
-            if pod.job == OTHER_JOB:  # pods of other schedulers are capacity, not our arrivals
-                continue
-            live.add(pod.uid)
-            if pod.uid not in self._seen:
-                self.tracker.observe(pod, snapshot.now)
-        self.churn = self.churn or bool(self._seen - live)
-        self._seen = live  # forget pods that are gone; a uid is never reused
-        return with_mix(base, self.tracker.mix(snapshot.now), churn=self.churn)
 
 
 def _resource_list(v: object) -> dict[str, str]:

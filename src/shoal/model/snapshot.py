@@ -8,6 +8,7 @@ from shoal.model.dra import ResourceClaim, ResourceSlice
 from shoal.model.node import Node
 from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
+from shoal.model.podmix import MixEntry
 from shoal.model.queue import Queue
 from shoal.model.topology import Topology
 from shoal.model.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -17,8 +18,11 @@ from shoal.model.volumes import PersistentVolume, PersistentVolumeClaim, Storage
 class ClusterSnapshot:
     """Nodes, pods, pod groups, queues and topologies at time `now` (seconds, any epoch).
 
-    `usage` is the time-decayed historical usage per queue and resource (`gpu`, `cpu`,
-    `memory`), normalised to cluster capacity (0..1); empty = no time-based fair share.
+    History fields (what the adapter remembers between cycles, `shoal.history`): `usage` is the
+    time-decayed historical usage per queue and resource (`gpu`, `cpu`, `memory`), normalised to
+    cluster capacity (0..1); empty = no time-based fair share. `pod_mix` is the mix of pods seen
+    recently (empty = none learned: ``fragaware`` falls back to its `mix` argument, then to the
+    snapshot's own pods), `pods_departed` whether pods seen before have left since.
     `other_used` is what pods of other schedulers use per node (resource name -> amount).
     """
 
@@ -29,6 +33,8 @@ class ClusterSnapshot:
     queues: list[Queue] = field(default_factory=list)
     topologies: list[Topology] = field(default_factory=list)
     usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    pod_mix: list[MixEntry] = field(default_factory=list)
+    pods_departed: bool = False
     other_used: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Labels of each namespace, for the namespace selectors of inter-pod terms (a namespace not
     #: listed has no labels).

@@ -4,13 +4,15 @@ A node's score is how little placing the task there fragments the node's free GP
 pod mix the cluster is likely to see next, plus small best-fit and stable-node-order terms
 (:mod:`shoal.policy.fragaware`). Arguments (all optional, strings like every plugin argument):
 
-* ``mix`` — the pod mix (``shoal.policy.fragaware.encode_mix`` format), filled each cycle by the
-  adapter from its :class:`shoal.framework.podmix.PodMixTracker`; without it the mix is the
+* ``mix`` — a fixed pod mix (``shoal.policy.fragaware.encode_mix`` format). The adapters hand
+  the mix they learn (:class:`shoal.history.podmix.PodMixFeed`) to the core as
+  ``ClusterSnapshot.pod_mix``, which wins over this argument; without either the mix is the
   snapshot's own pods (pending and running), counted equally.
 * ``modelLabel`` — node label naming the GPU model (default ``nvidia.com/gpu.product``); mix
   entries restricted to models only count nodes of those models as usable.
-* ``churn`` — ``"1"`` once pods have been seen leaving (set by the adapter): the weights start from
-  ``CHURN_WEIGHTS`` (weak node order, used nodes first) instead of ``DEFAULT_WEIGHTS``.
+* ``churn`` — ``"1"``: the weights start from ``CHURN_WEIGHTS`` (weak node order, used nodes
+  first) instead of ``DEFAULT_WEIGHTS``; so do they once the adapter has seen pods leave
+  (``ClusterSnapshot.pods_departed``).
 * ``order``, ``fit``, ``fragment``, ``capacity``, ``shortage``, ``used``, ``cpu``, ``device``, ``ss`` —
   weights of the terms (``FragAwareWeights``), overriding the base weights (``ss: "0"`` turns the
   cluster-wide term off).
@@ -31,7 +33,6 @@ import numpy as np
 
 from shoal.framework.fit import Rows
 from shoal.framework.jobs import Task
-from shoal.framework.podmix import DEFAULT_MODEL_LABEL, pod_kind
 from shoal.framework.session import Session
 from shoal.model.pod import GpuRequest
 from shoal.model.resources import CPU_COL, GPU_COL, MILLI
@@ -50,6 +51,7 @@ from shoal.policy.fragaware import (
     state_measure,
     typical_from_mix,
 )
+from shoal.policy.fragaware_mix import DEFAULT_MODEL_LABEL, pod_kind
 from shoal.policy.fragmentation import TypicalPods
 
 #: Scores are squashed into (0, SCALE): the band of nodeplacement (every other plugin scores in
@@ -62,12 +64,12 @@ _BIG = 1 << 40
 def open_fragaware(ssn: Session, args: dict[str, str]) -> None:
     """Register the fragmentation-aware node scorer."""
     label = args.get("modelLabel", DEFAULT_MODEL_LABEL)
-    weights = _weights(args)
+    weights = _weights(args, ssn.snapshot.pods_departed)
     nodes = ssn.nodes
     models = sorted({n.labels.get(label, "") for n in nodes.nodes})
     model_of = {m: k for k, m in enumerate(models)}
     model = np.array([model_of[n.labels.get(label, "")] for n in nodes.nodes], dtype=np.int64)
-    entries = parse_mix(args["mix"]) if "mix" in args else _snapshot_mix(ssn, label)
+    entries = ssn.snapshot.pod_mix or (parse_mix(args["mix"]) if "mix" in args else _snapshot_mix(ssn, label))
     mix = typical_from_mix(entries, models)
     levels = gap_levels(mix) if weights.ss else None
     devices = _DeviceCache(ssn, levels)
@@ -101,8 +103,9 @@ def squash(raw: np.ndarray) -> np.ndarray:
 _WEIGHT_ARGS = ("order", "fit", "fragment", "capacity", "shortage", "used", "cpu", "device", "ss")
 
 
-def _weights(args: dict[str, str]) -> FragAwareWeights:
-    w = CHURN_WEIGHTS if args.get("churn", "0") not in ("", "0", "false") else DEFAULT_WEIGHTS
+def _weights(args: dict[str, str], pods_departed: bool) -> FragAwareWeights:
+    churn = pods_departed or args.get("churn", "0") not in ("", "0", "false")
+    w = CHURN_WEIGHTS if churn else DEFAULT_WEIGHTS
     for key in _WEIGHT_ARGS:
         if key in args:
             try:

@@ -1,30 +1,43 @@
-"""The pod mix for ``fragaware``: the distribution of pods likely to come next, its text form (the
-plugin argument the adapters fill) and its conversion to FGD's typical pods. Pure; no I/O."""
+"""The pod mix for ``fragaware``: the kind of a pod, the mix's text form (the plugin's optional
+``mix`` argument) and its conversion to FGD's typical pods. Pure; no I/O. The mix itself
+(`MixEntry`) is a model type: adapters hand it to the core as `ClusterSnapshot.pod_mix`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from shoal.model.pod import Pod, portion_for_memory
+from shoal.model.podmix import MixEntry
 from shoal.model.resources import MILLI
 from shoal.policy.fragmentation import TypicalPods
 
+__all__ = ["DEFAULT_MODEL_LABEL", "MixEntry", "MixFormatError", "MixKey", "encode_mix", "parse_mix", "pod_kind",
+           "typical_from_mix"]
 
-@dataclass(frozen=True, slots=True)
-class MixEntry:
-    """One kind of pod in the mix: CPU milli, GPU milli per device (0 = CPU-only), devices,
-    allowed GPU models (empty = any) and a non-negative weight (frequencies are weights / sum)."""
+#: The node label naming the GPU model (NVIDIA GPU feature discovery).
+DEFAULT_MODEL_LABEL = "nvidia.com/gpu.product"
 
-    cpu_milli: int
-    gpu_milli: int
-    devices: int
-    models: tuple[str, ...]
-    weight: float
+MixKey = tuple[int, int, int, tuple[str, ...]]
 
-    def encode(self) -> str:
-        models = "@" + "|".join(self.models) if self.models else ""
-        return f"{self.cpu_milli}/{self.gpu_milli}x{self.devices}{models}={self.weight:.6g}"
+
+def pod_kind(pod: Pod, model_label: str = DEFAULT_MODEL_LABEL, device_memory_mib: int = 0) -> MixKey:
+    """(CPU milli, GPU milli per device, devices, allowed models) of a pod.
+
+    A GPU-memory request becomes a portion of a ``device_memory_mib`` device (a whole device if
+    that is unknown); the allowed models come from the pod's node selector on ``model_label``.
+    """
+    g = pod.gpu
+    if g.whole:
+        milli, devices = MILLI, g.whole
+    elif g.portion_milli:
+        milli, devices = g.portion_milli, g.devices
+    elif g.memory_mib:
+        milli, devices = min(MILLI, portion_for_memory(g.memory_mib, device_memory_mib)), g.devices
+    else:
+        milli, devices = 0, 0
+    model = pod.node_selector.get(model_label)
+    models = (model,) if model and devices else ()
+    return pod.cpu_milli, milli, devices, models
 
 
 class MixFormatError(ValueError):

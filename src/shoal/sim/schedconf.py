@@ -8,7 +8,7 @@ Keys on top of KAI's (`actions`, `tiers`, `queueDepthPerAction`, ...):
   any spread consolidation, like KAI's operator);
 * `kValue: 1.0` — the proportion plugin's kValue;
 * `usageDBConfig: {usageParams: {halfLifePeriod: 1h, windowSize: 1w}}` — time-based fair share:
-  the simulator feeds decayed usage into the snapshot (`shoal.sim.usage`);
+  the simulator feeds decayed usage into the snapshot (`shoal.history.usage`);
 * `simulator: {queueLimitsFromQuota: true}` — static partitioning: every queue's limit is set to
   its quota, so no queue borrows (a baseline for comparisons).
 """

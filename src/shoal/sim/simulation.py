@@ -9,6 +9,7 @@ A cycle with nothing pending is skipped too (every action needs a pending gang).
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -16,12 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shoal.cycle import paused_gc, run_cycle
-from shoal.model import Queue, QueueResource
+from shoal.history.podmix import PodMixFeed
+from shoal.history.usage import UsageHistory, UsageParams
+from shoal.model import ClusterSnapshot, Queue, QueueResource
 from shoal.sim.cluster import SimCluster, SimJob, make_job
 from shoal.sim.engine import ARRIVAL, CYCLE, FINISH, RELEASE, SAMPLE, Engine
 from shoal.sim.metrics import Collector, TimeSeries, job_records, summarize, typical_pods
 from shoal.sim.scenario import Scenario
-from shoal.sim.usage import DecayedUsage
 from shoal.sim.workload import MILLI
 
 MAX_HORIZON = 60 * 86400.0
@@ -72,7 +74,11 @@ class Simulation:
         self.engine = Engine(scenario.seed)
         self.leaves = scenario.leaf_queues
         self.metrics = Collector(self.cluster, self.leaves, typical_pods(scenario.jobs))
-        self.usage = DecayedUsage(cfg.usage_half_life, cfg.usage_window) if cfg.usage_half_life > 0 else None
+        # KAI's usage DB restarts at every multiple of the window (0 = none): a tumbling window.
+        usage = UsageParams(cfg.usage_window or math.inf, "tumbling", cfg.usage_half_life or None)
+        self.usage = UsageHistory(usage) if cfg.usage_half_life > 0 else None
+        # The same pod-mix learning as `shoal run`, so fragaware behaves the same in both.
+        self.mix_feed = PodMixFeed() if cfg.core.has_plugin("fragaware") else None
         self.capacity = (
             float(self.cluster.total_gpu_milli),
             float(sum(n.allocatable.get("cpu", 0) for n in scenario.nodes)),
@@ -132,6 +138,13 @@ class Simulation:
             alloc = {q: (float(m), 0.0, 0.0) for q, m in self.cluster.queue_gpu_milli.items()}
             self.usage.record(now, alloc, self.capacity)
 
+    def _snapshot(self, now: float) -> ClusterSnapshot:
+        snapshot = self.cluster.snapshot(now, self._usage_snapshot)
+        if self.mix_feed is not None:
+            fragaware = self.sc.scheduler.core.plugin("fragaware")
+            self.mix_feed.fill(snapshot, fragaware.arguments.get("modelLabel") if fragaware else None)
+        return snapshot
+
     def _cycle(self, now: float, _: object) -> None:
         settings = self.sc.settings
         self.engine.schedule(now + settings.cycle_interval, CYCLE, "cycle")
@@ -155,7 +168,7 @@ class Simulation:
         # GC would rescan them again and again (see `paused_gc`). Releasing the session breaks its
         # reference cycles so it is freed at once; its decisions stay valid.
         with paused_gc():
-            result = run_cycle(self.cluster.snapshot(now, self._usage_snapshot), self.sc.scheduler.core)
+            result = run_cycle(self._snapshot(now), self.sc.scheduler.core)
             self.metrics.fair_share = {name: float(q.fair_share[0]) for name, q in result.session.queues.items()}
             result.release()
         self._cycle_seconds += time.process_time() - t0

@@ -1,4 +1,4 @@
-"""The in-memory usage store: exact integrals of piecewise-constant allocation, decay, windows."""
+"""The usage history: exact integrals of piecewise-constant allocation, decay, windows (both integrations)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-from shoal.framework.usage import InMemoryUsageStore, UsageParams, UsageStore
+from shoal.history.usage import UsageHistory, UsageParams, UsageStore, allocation_sample
 
 CAP = (8000.0, 64000.0, 1e12)
 
 
-def store(**params: object) -> InMemoryUsageStore:
-    return InMemoryUsageStore(UsageParams(**params))  # type: ignore[arg-type]
+def store(**params: object) -> UsageHistory:
+    return UsageHistory(UsageParams(**params))  # type: ignore[arg-type]
 
 
 def test_is_a_usage_store() -> None:
@@ -31,6 +31,10 @@ def test_is_a_usage_store() -> None:
     pytest.param([(0, 8000), (50, 0)], 100, {"window": 50.0}, 0.0, id="sliding-window-forgets"),
     pytest.param([(0, 8000), (90, 0)], 100, {"window": 60.0, "window_type": "tumbling"}, 0.75,
                  id="tumbling-window-restarts-at-60"),
+    pytest.param([(0, 0), (50, 8000)], 100, {"window": math.inf, "window_type": "tumbling", "half_life": 50.0},
+                 2 / 3, id="tumbling without a window: the running integrals"),
+    pytest.param([(0, 8000), (50, 0)], 100, {"window": math.inf, "window_type": "tumbling"}, 0.5,
+                 id="tumbling without a window or half-life: plain average"),
 ])
 def test_usage_share(samples: list[tuple[float, float]], now: float, params: dict[str, object],
                      want: float) -> None:
@@ -80,7 +84,7 @@ def test_samples_must_not_go_back_in_time() -> None:
 
 def test_usage_lowers_an_over_quota_share() -> None:
     """Two equal queues, one with past usage: the fresh one gets more of the surplus (kValue 1)."""
-    from .reclaim_world import World
+    from core.reclaim_world import World
 
     w = World().node("n0", 8).queue("q0", quota=0).queue("q1", quota=0)
     for q in ("q0", "q1"):
@@ -91,15 +95,40 @@ def test_usage_lowers_an_over_quota_share() -> None:
 
 
 def test_allocation_sample_rolls_up_to_departments() -> None:
-    from shoal.framework.usage import allocation_sample
-
-    from .reclaim_world import World
+    from core.reclaim_world import World
 
     w = World().node("n0", 8).node("n1", 8).queue("dep").queue("a", parent="dep").queue("b")
     w.job("ja", "a", gpus=2, nodes=["n0"]).job("jb", "b", gpus=1, tasks=2, nodes=["n1", "n1"]).job("wait", "a")
     allocated, capacity = allocation_sample(w.snapshot)
     assert {q: v[0] for q, v in allocated.items()} == {"a": 2000.0, "b": 2000.0, "dep": 2000.0}
     assert capacity[0] == 16000.0
-    s = InMemoryUsageStore()
+    s = UsageHistory()
     s.record(0.0, allocated, capacity)
     assert s.usage(60.0)["dep"]["gpu"] == pytest.approx(2 / 16)
+
+
+def test_decayed_usage_is_normalised_and_decays() -> None:
+    u = store(window=math.inf, window_type="tumbling", half_life=100.0)
+    u.record(0.0, {"a": (500.0, 0.0, 0.0)}, (1000.0, 1.0, 1.0))
+    assert u.usage(100.0)["a"]["gpu"] == pytest.approx(0.5)
+    u.record(100.0, {}, (1000.0, 1.0, 1.0))
+    # after one idle half-life the queue's share of the decayed capacity drops to 1/3:
+    # used 0.5*x*0.5 against capacity x*0.5 + x  (x = integral of one busy interval)
+    assert u.usage(200.0)["a"]["gpu"] == pytest.approx(0.25 / 1.5)
+
+
+@pytest.mark.parametrize(
+    "times", [pytest.param([50.0, 120.0, 300.0], id="irregular"), pytest.param([300.0], id="one step")]
+)
+def test_running_integrals_match_the_samples(times: list[float]) -> None:
+    """The two integrations agree where their windows do (none here)."""
+    samples = store(window=10**9, half_life=100.0)
+    running = store(window=math.inf, window_type="tumbling", half_life=100.0)
+    allocs = [{"a": (300.0, 0.0, 0.0), "b": (600.0, 0.0, 0.0)}, {"a": (900.0, 0.0, 0.0)}, {}]
+    t = 0.0
+    for k, nxt in enumerate(times):
+        for s in (samples, running):
+            s.record(t, allocs[k % 3], (1000.0, 1.0, 1.0))
+        t = nxt
+    for q in ("a", "b"):
+        assert running.usage(t + 40)[q]["gpu"] == pytest.approx(samples.usage(t + 40)[q]["gpu"], rel=1e-9)
