@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from shoal.cli.cmd_fgd import parse_seeds
-from shoal.sim.fgd.experiment import run_grid, run_single
-from shoal.sim.fgd.policies import PAPER_POLICIES, policy_registry
-from shoal.sim.fgd.workload import WORKLOADS
-from shoal.sim.openb import default_traces_dir
+from shoal.experiments.fgd.experiment import run_grid, run_single
+from shoal.experiments.fgd.policies import PAPER_POLICIES, policy_registry
+from shoal.experiments.fgd.workload import WORKLOADS
+from shoal.sim.loaders.openb import default_traces_dir
 
 BAR_SECONDS = 1.0
 BENCH_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", "kai-binpack", "kai-spread",

@@ -8,14 +8,14 @@ import pytest
 
 from shoal.actions import allocate
 from shoal.cycle import open_session
+from shoal.experiments.fgd.fragaware_policy import FragAwarePolicy
+from shoal.experiments.fgd.runner import simulate
+from shoal.experiments.fgd.workload import Arrivals, typical_pods
 from shoal.framework.jobs import Task
 from shoal.framework.session import Session
 from shoal.model import GpuRequest
 from shoal.policy.fragaware import FragAwareWeights, MixEntry, encode_mix, ss_level_counts
-from shoal.sim.fgd.fragaware_policy import FragAwarePolicy
-from shoal.sim.fgd.runner import simulate
-from shoal.sim.fgd.workload import Arrivals, typical_pods
-from shoal.sim.openb import OpenbNode, OpenbPod
+from shoal.sim.loaders.openb import OpenbNode, OpenbPod
 
 from .test_fragaware_plugin import World, fragaware_config, node
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from shoal.cli.main import main
+from shoal.experiments.fgd.workload import WORKLOADS
 from shoal.sim.datafiles import PACKAGE_TRACES, DataFileMissing, locate, open_text
-from shoal.sim.fgd.workload import WORKLOADS
+from shoal.sim.loaders.openb import NODE_FILE, OPENB_DIR, OpenbFormatError, load_pods, pod_file
 from shoal.sim.loaders.traces import TraceOptions, load_philly
-from shoal.sim.openb import NODE_FILE, OPENB_DIR, OpenbFormatError, load_pods, pod_file
 from shoal.sim.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]

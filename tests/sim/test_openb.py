@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from shoal.sim.datafiles import PACKAGE_TRACES
-from shoal.sim.openb import (
+from shoal.sim.loaders.openb import (
     NODE_FILE,
     OPENB_DIR,
     OpenbFormatError,

@@ -17,13 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from shoal.experiments.fgd.experiment import CellResult, RunResult, run_grid
+from shoal.experiments.fgd.policies import PAPER_POLICIES, policy_registry
+from shoal.experiments.fgd.published import published_allocation
+from shoal.experiments.fgd.streams import RNG_KINDS
+from shoal.experiments.fgd.workload import WORKLOADS
 from shoal.sim.datafiles import locate, missing_message
-from shoal.sim.fgd.experiment import CellResult, RunResult, run_grid
-from shoal.sim.fgd.policies import PAPER_POLICIES, policy_registry
-from shoal.sim.fgd.published import published_allocation
-from shoal.sim.fgd.streams import RNG_KINDS
-from shoal.sim.fgd.workload import WORKLOADS
-from shoal.sim.openb import NODE_FILE, OPENB_DIR, OpenbFormatError, default_traces_dir, pod_file
+from shoal.sim.loaders.openb import NODE_FILE, OPENB_DIR, OpenbFormatError, default_traces_dir, pod_file
 
 Published = dict[tuple[str, str, int], list[float | None]]
 
@@ -96,7 +96,7 @@ def _published_stats(pub: Published, cell: CellResult) -> tuple[str, int]:
         exact += value == run.unallocated_at_100
     if not values:
         return "-", 0
-    from shoal.sim.fgd.metrics import SeedSummary
+    from shoal.experiments.fgd.metrics import SeedSummary
 
     s = SeedSummary.of(values)
     return f"{s.mean:.2f} ± {s.sd:.2f}", exact

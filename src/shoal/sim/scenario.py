@@ -26,17 +26,17 @@ from typing import Any
 
 from shoal.model import Node, Queue, Topology
 from shoal.sim.errors import SimInputError
-from shoal.sim.loaders.jobs import check_names, job_from_mapping, load_jobs
+from shoal.sim.loaders.jobs import check_names, job_from_mapping
 from shoal.sim.loaders.nodes import check_unique, load_nodes, node_from_mapping
+from shoal.sim.loaders.openb import default_traces_dir
 from shoal.sim.loaders.queues import leaf_names, load_queues, queues_from_list
-from shoal.sim.loaders.traces import TraceOptions, load_openb, load_philly, load_pollux
+from shoal.sim.loaders.registry import trace_loaders
+from shoal.sim.loaders.traces import TraceOptions
 from shoal.sim.loaders.yamlio import duration, load_docs, mapping, number, where
-from shoal.sim.openb import default_traces_dir
 from shoal.sim.schedconf import SimSchedulerConfig, config_from_mapping, load_config
 from shoal.sim.workload import JobSpec
 
 TOP_KEYS = {"name", "seed", "cluster", "queues", "workload", "simulation", "scheduler", "description"}
-SOURCES = ("jobs", "philly", "pollux", "sia", "openb")
 
 
 @dataclass(slots=True)
@@ -129,22 +129,16 @@ def _trace_options(w: dict[str, Any], at: str) -> TraceOptions:
 
 def _workload(w: dict[str, Any], base: Path, at: str, rng: random.Random, leaves: list[str]) -> list[JobSpec]:
     source = w.get("source", "jobs")
-    if source not in SOURCES:
-        raise SimInputError(f"{at}: workload.source: expected one of {', '.join(SOURCES)}, got {source!r}")
+    loaders = trace_loaders()
+    if source not in loaders:
+        raise SimInputError(f"{at}: workload.source: expected one of {', '.join(loaders)}, got {source!r}")
     if source == "jobs" and isinstance(w.get("jobs"), list):  # inline, as `shoal snapshot` writes them
         jobs = _inline_jobs(w["jobs"], at)
     else:
         path = _path(w.get("file"), base, at, "workload.file")
         opts = _trace_options(w, at)
         queue = str(w.get("queue") or (leaves[0] if leaves else "default"))
-        if source == "jobs":
-            jobs = load_jobs(path)
-        elif source == "philly":
-            jobs = load_philly(path, opts)
-        elif source in ("pollux", "sia"):
-            jobs = load_pollux(path, opts, queue)
-        else:
-            jobs = load_openb(path, opts, queue)
+        jobs = loaders[source](path, opts, queue)
     scale = number(w.get("time_scale", 1.0), at, "workload.time_scale", minimum=0)
     if scale <= 0:
         raise SimInputError(f"{at}: workload.time_scale: must be > 0")

@@ -8,7 +8,7 @@ Every trace file is read plain or gzip-compressed (`X` or `X.gz`, see `shoal.sim
 * Pollux / Sia workloads (Philly and Helios-Saturn samples): `name,time,application,
   num_replicas,batch_size`. They carry no duration; the run time is `durations[application]`
   (seconds; a rough per-application default is used when not given, see `POLLUX_DURATIONS`).
-* openb pod lists (Alibaba GPU 2023): resources validated by `shoal.sim.openb.load_pods`;
+* openb pod lists (Alibaba GPU 2023): resources validated by `shoal.sim.loaders.openb.load_pods`;
   arrival = `creation_time`, duration = `deletion_time - creation_time` (pods without a deletion
   time run `default_duration`).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from shoal.sim import datafiles
 from shoal.sim.errors import SimInputError
-from shoal.sim.openb import OpenbFormatError, load_pods
+from shoal.sim.loaders.openb import OpenbFormatError, load_pods
 from shoal.sim.workload import MILLI, JobSpec, check_job, split_gpus
 
 GIB = 1024**3

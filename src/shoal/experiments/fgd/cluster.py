@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shoal.sim.fgd.workload import Arrivals, nonzero_cpu, spec_mask
-from shoal.sim.openb import GPU_MODELS, MAX_GPUS_PER_NODE, MILLI_PER_GPU, OpenbPod
+from shoal.experiments.fgd.workload import Arrivals, nonzero_cpu, spec_mask
+from shoal.sim.loaders.openb import GPU_MODELS, MAX_GPUS_PER_NODE, MILLI_PER_GPU, OpenbPod
 
 IntArray = npt.NDArray[np.int64]
 

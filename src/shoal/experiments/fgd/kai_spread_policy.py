@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
-from shoal.sim.fgd.policies import _DeterministicPolicy
-from shoal.sim.openb import MILLI_PER_GPU
+from shoal.experiments.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.experiments.fgd.policy_base import DeterministicPolicy
+from shoal.sim.loaders.openb import MILLI_PER_GPU
 
 _SHARING_BONUS = 1000.0  # gpusharingorder (kai-spec §3.9)
 
@@ -49,7 +49,7 @@ def spread_device(cluster: Cluster, idx: IntArray, kind: PodKind) -> IntArray:
     return device
 
 
-class KaiSpreadPolicy(_DeterministicPolicy):
+class KaiSpreadPolicy(DeterministicPolicy):
     """KAI's nodeplacement spread + gpuspread; ``sharing_bonus`` adds gpusharingorder back.
 
     Without the bonus this is KAI's operator under ``placementStrategy: spread`` (and what

@@ -6,63 +6,29 @@ only on that node's state and the pod kind (the runner caches scores per pod kin
 only nodes whose state changed). The runner applies the tie rule (first node in priority order).
 A policy that picks at random instead implements ``pick``. Formulas: reference/traces.md §3.2.
 
-To add a policy (like the core's ``kai-binpack`` / ``kai-spread`` or ``fragaware``), write a class with ``name``,
-``score`` and ``pick`` and add a factory to :func:`policy_registry`'s dict.
+To add a policy (like the core's ``kai-binpack`` / ``kai-spread`` or ``fragaware``), write a class
+following :class:`~shoal.experiments.fgd.policy_base.Policy` in its own module (importing only
+``policy_base``, never this module) and add a factory to :func:`policy_registry`'s dict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
-
 import numpy as np
 
-from shoal.policy.fragmentation import TypicalPods
-from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
-from shoal.sim.fgd.streams import RandomStream
-from shoal.sim.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
+from shoal.experiments.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.experiments.fgd.fgd_policy import FgdPolicy
+from shoal.experiments.fgd.fragaware_policy import FragAwarePolicy
+from shoal.experiments.fgd.kai_binpack_policy import KaiBinpackPolicy
+from shoal.experiments.fgd.kai_spread_policy import KaiSpreadPolicy
+from shoal.experiments.fgd.policy_base import DeterministicPolicy, Policy, PolicyFactory, best_fit_device
+from shoal.experiments.fgd.streams import RandomStream
+from shoal.sim.loaders.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
+
+__all__ = ["PAPER_POLICIES", "PUBLISHED_NAMES", "Policy", "PolicyFactory", "policy_registry"]
 
 # Normalisers of the authors' "-norm max": the largest node has 128 vCPU and 8 GPUs.
 MAX_NODE_CPU = 128000.0
 MAX_NODE_GPU_MILLI = 8000.0
-_BIG = 1 << 40
-
-
-class Policy(Protocol):
-    """A placement policy. ``score`` never mutates the cluster."""
-
-    name: str
-    picks: bool  # True: ``pick`` chooses the node; False: best score, first in priority order
-
-    def score(self, cluster: Cluster, idx: IntArray, kind: PodKind) -> tuple[IntArray, IntArray]:
-        """(scores, device) for the feasible nodes ``idx``; device = GPU of a 1-GPU pod, else -1."""
-        ...
-
-    def pick(self, cluster: Cluster, feasible: IntArray, kind: PodKind) -> tuple[int, int] | None:
-        """(node, device) chosen directly, or None to take the best score (with the tie rule)."""
-        ...
-
-
-PolicyFactory = Callable[[TypicalPods, RandomStream], Policy]
-
-
-def best_fit_device(cluster: Cluster, idx: IntArray, kind: PodKind) -> IntArray:
-    """For 1-GPU pods: the fitting GPU with the least free milli (lowest index on ties); else -1."""
-    if kind.num_gpu != 1:
-        return np.full(len(idx), -1, dtype=np.int64)
-    free = cluster.free[idx]
-    device: IntArray = np.argmin(np.where(free >= kind.gpu_milli, free, _BIG), axis=1).astype(np.int64)
-    return device
-
-
-class _DeterministicPolicy:
-    """Shared ``pick``: deterministic policies always take the best score."""
-
-    name = ""
-    picks = False
-
-    def pick(self, cluster: Cluster, feasible: IntArray, kind: PodKind) -> tuple[int, int] | None:
-        return None
 
 
 class RandomPolicy:
@@ -89,7 +55,7 @@ class RandomPolicy:
         return node, int(fitting[self._rng.intn(len(fitting))])
 
 
-class DotProdPolicy(_DeterministicPolicy):
+class DotProdPolicy(DeterministicPolicy):
     """``DotProd``: prefer nodes whose leftover (CPU, GPU) is least aligned with the request."""
 
     name = "dotprod"
@@ -104,7 +70,7 @@ class DotProdPolicy(_DeterministicPolicy):
         return score, best_fit_device(cluster, idx, kind)
 
 
-class BestFitPolicy(_DeterministicPolicy):
+class BestFitPolicy(DeterministicPolicy):
     """``BestFit``: least (CPU, GPU) left after placement, equally weighted.
 
     The authors' min-max normalisation of the scores is monotone and never changes the winner.
@@ -119,7 +85,7 @@ class BestFitPolicy(_DeterministicPolicy):
         return score, best_fit_device(cluster, idx, kind)
 
 
-class ClusteringPolicy(_DeterministicPolicy):
+class ClusteringPolicy(DeterministicPolicy):
     """``GpuClustering``: co-locate GPU pods of the same tag (share / n-GPU); CPU pods score 0."""
 
     name = "clustering"
@@ -135,7 +101,7 @@ class ClusteringPolicy(_DeterministicPolicy):
         return (base + bonus).astype(np.int64), dev
 
 
-class PackingPolicy(_DeterministicPolicy):
+class PackingPolicy(DeterministicPolicy):
     """``GpuPacking``: prefer partly used GPUs, then partly used nodes, then empty nodes."""
 
     name = "packing"
@@ -164,11 +130,6 @@ class PackingPolicy(_DeterministicPolicy):
 
 def policy_registry() -> dict[str, PolicyFactory]:
     """Policy name -> factory(typical pods, the run's random stream). Built fresh per call."""
-    from shoal.sim.fgd.fgd_policy import FgdPolicy  # local: fgd_policy imports this module
-    from shoal.sim.fgd.fragaware_policy import FragAwarePolicy
-    from shoal.sim.fgd.kai_binpack_policy import KaiBinpackPolicy
-    from shoal.sim.fgd.kai_spread_policy import KaiSpreadPolicy
-
     return {
         "random": lambda typical, rng: RandomPolicy(rng),
         "dotprod": lambda typical, rng: DotProdPolicy(),

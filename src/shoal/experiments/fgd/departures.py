@@ -9,7 +9,7 @@ experiment. The sequence is replayed a few times in a row (``passes``). Reported
 warm-up (the first ``warmup`` of arrivals): the share of arrived
 GPU milli that was rejected, and the time-averaged allocated GPU %.
 
-    python -m shoal.sim.fgd.departures [--workloads default,...] [--policies ...] [--seeds 42-44]
+    python -m shoal.experiments.fgd.departures [--workloads default,...] [--policies ...] [--seeds 42-44]
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
+from shoal.experiments.fgd.cluster import Cluster, PodKind
+from shoal.experiments.fgd.fragaware_policy import FragAwarePolicy
+from shoal.experiments.fgd.policies import Policy, PolicyFactory, policy_registry
+from shoal.experiments.fgd.runner import Workload, load_workload
+from shoal.experiments.fgd.streams import make_stream
+from shoal.experiments.fgd.workload import build_arrivals
 from shoal.sim.datafiles import open_text
-from shoal.sim.fgd.cluster import Cluster, PodKind
-from shoal.sim.fgd.fragaware_policy import FragAwarePolicy
-from shoal.sim.fgd.policies import Policy, PolicyFactory, policy_registry
-from shoal.sim.fgd.runner import Workload, load_workload
-from shoal.sim.fgd.streams import make_stream
-from shoal.sim.fgd.workload import build_arrivals
-from shoal.sim.openb import OPENB_DIR, default_traces_dir, pod_file
+from shoal.sim.loaders.openb import OPENB_DIR, default_traces_dir, pod_file
 
 DURATION_CAP_PERCENTILE = 95
 DEFAULT_LOAD = 1.3  # offered GPU work per unit of time, x the cluster's GPU capacity

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
-from shoal.sim.fgd.policies import _DeterministicPolicy, best_fit_device
-from shoal.sim.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
+from shoal.experiments.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.experiments.fgd.policy_base import DeterministicPolicy, best_fit_device
+from shoal.sim.loaders.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
 
 _SHARING_BONUS = 1000  # above every binpack difference (at most MAX_GPUS_PER_NODE)
 _CPU_CEILING = 1 << 40
 
 
-class KaiBinpackPolicy(_DeterministicPolicy):
+class KaiBinpackPolicy(DeterministicPolicy):
     """KAI's gpusharingorder + nodeplacement binpack + gpupack."""
 
     name = "kai-binpack"

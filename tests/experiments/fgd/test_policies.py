@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shoal.experiments.fgd.cluster import Cluster, PodKind
+from shoal.experiments.fgd.policies import PAPER_POLICIES, ClusteringPolicy, PackingPolicy, policy_registry
+from shoal.experiments.fgd.runner import simulate
+from shoal.experiments.fgd.streams import make_stream
+from shoal.experiments.fgd.workload import Arrivals, typical_pods
 from shoal.policy.fragmentation import TypicalPods
-from shoal.sim.fgd.cluster import Cluster, PodKind
-from shoal.sim.fgd.policies import PAPER_POLICIES, ClusteringPolicy, PackingPolicy, policy_registry
-from shoal.sim.fgd.runner import simulate
-from shoal.sim.fgd.streams import make_stream
-from shoal.sim.fgd.workload import Arrivals, typical_pods
-from shoal.sim.openb import OpenbNode, OpenbPod
+from shoal.sim.loaders.openb import OpenbNode, OpenbPod
 
 
 def node(name: str, gpus: int, cpu: int = 96000, mem: int = 1 << 20, model: str = "G2") -> OpenbNode:

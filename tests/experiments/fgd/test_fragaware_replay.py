@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shoal.experiments.fgd.cluster import Cluster, PodKind
+from shoal.experiments.fgd.fragaware_policy import FragAwarePolicy, to_int_scores
+from shoal.experiments.fgd.policies import policy_registry
+from shoal.experiments.fgd.runner import simulate
+from shoal.experiments.fgd.streams import make_stream
+from shoal.experiments.fgd.workload import Arrivals, typical_pods
 from shoal.policy.fragaware import FragAwareWeights
-from shoal.sim.fgd.cluster import Cluster, PodKind
-from shoal.sim.fgd.fragaware_policy import FragAwarePolicy, to_int_scores
-from shoal.sim.fgd.policies import policy_registry
-from shoal.sim.fgd.runner import simulate
-from shoal.sim.fgd.streams import make_stream
-from shoal.sim.fgd.workload import Arrivals, typical_pods
-from shoal.sim.openb import OpenbNode, OpenbPod
+from shoal.sim.loaders.openb import OpenbNode, OpenbPod
 
 
 def node(name: str, gpus: int, cpu: int = 96000, model: str = "G2") -> OpenbNode:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from shoal.experiments.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.experiments.fgd.policy_base import DeterministicPolicy, best_fit_device
 from shoal.policy.fragaware import (
     CHURN_WEIGHTS,
     DEFAULT_WEIGHTS,
@@ -21,9 +23,7 @@ from shoal.policy.fragaware import (
     ss_growth,
 )
 from shoal.policy.fragmentation import FloatArray, TypicalPods
-from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
-from shoal.sim.fgd.policies import _DeterministicPolicy, best_fit_device
-from shoal.sim.openb import MILLI_PER_GPU
+from shoal.sim.loaders.openb import MILLI_PER_GPU
 
 _OFFSET = float(1 << 52)
 _SCALE = 1e6  # score resolution: 1e-6 GPU of fragment
@@ -34,7 +34,7 @@ def to_int_scores(score: FloatArray) -> IntArray:
     return np.round(_OFFSET + score * _SCALE).astype(np.int64)
 
 
-class FragAwarePolicy(_DeterministicPolicy):
+class FragAwarePolicy(DeterministicPolicy):
     """Fragmentation delta + best fit + stable node order (docs/fragaware.md).
 
     With ``weights.ss`` > 0 a cluster-wide Sum-of-Squares term is added at pick time (see

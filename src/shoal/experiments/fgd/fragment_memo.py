@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from shoal.policy.fragmentation import FloatArray, IntArray, TypicalPods, node_fragment
-from shoal.sim.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
+from shoal.sim.loaders.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
 
 Key = tuple[int, tuple[int, ...]]
 _FREE_BITS = 11  # free milli of a device is 0..1000 < 2**11

@@ -12,17 +12,17 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from shoal.experiments.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.experiments.fgd.fragment_memo import FragmentMemo, distinct_states
+from shoal.experiments.fgd.policy_base import DeterministicPolicy
 from shoal.policy.fragmentation import FloatArray, TypicalPods, fgd_score
-from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
-from shoal.sim.fgd.fragment_memo import FragmentMemo, distinct_states
-from shoal.sim.fgd.policies import _DeterministicPolicy
-from shoal.sim.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
+from shoal.sim.loaders.openb import MAX_GPUS_PER_NODE, MILLI_PER_GPU
 
 _DEDUP_FROM = 64  # batch size from which scoring distinct node states only pays off
 _LOWER_INDEX = np.tri(MAX_GPUS_PER_NODE, k=-1, dtype=bool).T[None]  # [1, j, d]: j < d
 
 
-class FgdPolicy(_DeterministicPolicy):
+class FgdPolicy(DeterministicPolicy):
     """Fragmentation Gradient Descent against the workload's typical pods."""
 
     name = "fgd"

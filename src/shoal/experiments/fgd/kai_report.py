@@ -5,7 +5,7 @@ the authors' published per-seed table, and prints the Markdown table of docs/fgd
 the mean over seeds 42-51 of the unallocated GPU % at 100% arrival for published Random, BestFit
 and FGD (the authors' per-seed values) and for our KAI placements.
 
-    python -m shoal.sim.fgd.kai_report docs/data/fgd-kai-grid.json [--traces DIR]
+    python -m shoal.experiments.fgd.kai_report docs/data/fgd-kai-grid.json [--traces DIR]
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from shoal.sim.fgd.policies import PAPER_POLICIES
-from shoal.sim.fgd.published import published_allocation, published_unallocated_at
-from shoal.sim.fgd.workload import WORKLOADS
-from shoal.sim.openb import default_traces_dir
+from shoal.experiments.fgd.policies import PAPER_POLICIES
+from shoal.experiments.fgd.published import published_allocation, published_unallocated_at
+from shoal.experiments.fgd.workload import WORKLOADS
+from shoal.sim.loaders.openb import default_traces_dir
 
 SEEDS = range(42, 52)
 COLUMNS = (("random", "Random (published)"), ("bestfit", "BestFit (published)"), ("fgd", "FGD (published)"),

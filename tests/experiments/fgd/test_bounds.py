@@ -1,11 +1,11 @@
-"""Lower bounds of the unallocated GPU (shoal.sim.fgd.bounds) on hand-made arrivals."""
+"""Lower bounds of the unallocated GPU (shoal.experiments.fgd.bounds) on hand-made arrivals."""
 
 from __future__ import annotations
 
 import pytest
 
-from shoal.sim.fgd.bounds import bound_at_100, model_bound, sliver_bound
-from shoal.sim.openb import OpenbNode, OpenbPod
+from shoal.experiments.fgd.bounds import bound_at_100, model_bound, sliver_bound
+from shoal.sim.loaders.openb import OpenbNode, OpenbPod
 
 
 def pod(milli: int, num_gpu: int = 1, spec: tuple[str, ...] = ()) -> OpenbPod:

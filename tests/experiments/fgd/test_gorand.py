@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from shoal.sim.gorand import GoRand
+from shoal.experiments.fgd.gorand import GoRand
 
 
 def _draw_sequence(r: GoRand) -> list[object]:

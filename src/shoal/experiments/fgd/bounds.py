@@ -16,7 +16,7 @@ whatever a real policy does is feasible in the relaxation. Two sound arguments, 
   least ``demand(S) - capacity(S)`` milli of them are dropped, for every S.
 
 The experiment's statistic averages the events whose arrival rounds to 100% (metrics.py), so the
-bound is averaged over the same events. ``python -m shoal.sim.fgd.bounds`` prints the table of
+bound is averaged over the same events. ``python -m shoal.experiments.fgd.bounds`` prints the table of
 docs/fragaware.md.
 """
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shoal.sim.fgd.metrics import REPORT_ARRIVAL
-from shoal.sim.fgd.streams import make_stream
-from shoal.sim.fgd.workload import WORKLOADS, build_arrivals
-from shoal.sim.openb import (
+from shoal.experiments.fgd.metrics import REPORT_ARRIVAL
+from shoal.experiments.fgd.streams import make_stream
+from shoal.experiments.fgd.workload import WORKLOADS, build_arrivals
+from shoal.sim.loaders.openb import (
     MILLI_PER_GPU,
     NODE_FILE,
     OPENB_DIR,

@@ -7,7 +7,7 @@ and the authors' published per-seed table (paper policies), and writes
   fragaware's change relative to FGD's published mean;
 * one PNG per workload: median unallocated GPU % against arrived workload for every policy.
 
-    python -m shoal.sim.fgd.fragaware_report GRID.json [--out docs/img] [--workloads default,...]
+    python -m shoal.experiments.fgd.fragaware_report GRID.json [--out docs/img] [--workloads default,...]
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from shoal.sim.fgd.policies import PAPER_POLICIES
-from shoal.sim.fgd.published import published_allocation
-from shoal.sim.fgd.workload import WORKLOADS
-from shoal.sim.openb import default_traces_dir
+from shoal.experiments.fgd.policies import PAPER_POLICIES
+from shoal.experiments.fgd.published import published_allocation
+from shoal.experiments.fgd.workload import WORKLOADS
+from shoal.sim.loaders.openb import default_traces_dir
 
 SEEDS = range(42, 52)
 LABELS = {"random": "Random", "dotprod": "DotProd", "clustering": "GpuClustering", "packing": "GpuPacking",

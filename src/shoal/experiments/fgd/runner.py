@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from shoal.experiments.fgd.cluster import Cluster, IntArray, PodKind
+from shoal.experiments.fgd.policies import Policy, policy_registry
+from shoal.experiments.fgd.streams import make_stream
+from shoal.experiments.fgd.workload import Arrivals, build_arrivals, typical_pods
 from shoal.policy.fragmentation import TypicalPods
-from shoal.sim.fgd.cluster import Cluster, IntArray, PodKind
-from shoal.sim.fgd.policies import Policy, policy_registry
-from shoal.sim.fgd.streams import make_stream
-from shoal.sim.fgd.workload import Arrivals, build_arrivals, typical_pods
-from shoal.sim.openb import NODE_FILE, OPENB_DIR, OpenbNode, OpenbPod, load_nodes, load_pods, pod_file
+from shoal.sim.loaders.openb import NODE_FILE, OPENB_DIR, OpenbNode, OpenbPod, load_nodes, load_pods, pod_file
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shoal.sim.fgd.cluster import Cluster, PodKind
-from shoal.sim.fgd.kai_spread_policy import ordered_bits
-from shoal.sim.fgd.policies import policy_registry
-from shoal.sim.fgd.runner import simulate
-from shoal.sim.fgd.streams import make_stream
-from shoal.sim.fgd.workload import Arrivals, typical_pods
-from shoal.sim.openb import OpenbNode, OpenbPod
+from shoal.experiments.fgd.cluster import Cluster, PodKind
+from shoal.experiments.fgd.kai_spread_policy import ordered_bits
+from shoal.experiments.fgd.policies import policy_registry
+from shoal.experiments.fgd.runner import simulate
+from shoal.experiments.fgd.streams import make_stream
+from shoal.experiments.fgd.workload import Arrivals, typical_pods
+from shoal.sim.loaders.openb import OpenbNode, OpenbPod
 
 
 def node(name: str, gpus: int, cpu: int = 96000) -> OpenbNode:

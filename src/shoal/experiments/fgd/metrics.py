@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shoal.sim.fgd.runner import RunTrace
+from shoal.experiments.fgd.runner import RunTrace
 
 ARRIVAL_POINTS = range(131)  # 0..130 %, the columns of the published tables
 REPORT_ARRIVAL = 100

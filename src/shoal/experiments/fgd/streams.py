@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Protocol, TypeVar
 
-from shoal.sim.gorand import GoRand
+from shoal.experiments.fgd.gorand import GoRand
 
 _T = TypeVar("_T")
 

@@ -7,10 +7,10 @@ from functools import cache
 
 import pytest
 
+from shoal.experiments.fgd.metrics import allocation_curve, unallocated_curve
+from shoal.experiments.fgd.published import published_allocation
+from shoal.experiments.fgd.runner import Workload, load_workload, run_once
 from shoal.sim.datafiles import PACKAGE_TRACES
-from shoal.sim.fgd.metrics import allocation_curve, unallocated_curve
-from shoal.sim.fgd.published import published_allocation
-from shoal.sim.fgd.runner import Workload, load_workload, run_once
 
 TRACES = PACKAGE_TRACES  # the traces shipped with shoal (not $SHOAL_TRACES): what users get
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shoal.sim.fgd.metrics import REPORT_ARRIVAL, SeedSummary, median_curve, unallocated_curve
-from shoal.sim.fgd.runner import Workload, load_workload, run_once
+from shoal.experiments.fgd.metrics import REPORT_ARRIVAL, SeedSummary, median_curve, unallocated_curve
+from shoal.experiments.fgd.runner import Workload, load_workload, run_once
 
 Curve = list[float | None]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from shoal.experiments.fgd.policies import PUBLISHED_NAMES
 from shoal.sim.datafiles import open_text
-from shoal.sim.fgd.policies import PUBLISHED_NAMES
 
 RESULTS_DIR = Path("results") / "fgd-atc23"
 ALLOC_TABLE = "analysis_allo_discrete.csv"

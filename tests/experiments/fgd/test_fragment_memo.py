@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shoal.experiments.fgd.fragment_memo import FragmentMemo, distinct_states
 from shoal.policy.fragmentation import TypicalPods, node_fragment
-from shoal.sim.fgd.fragment_memo import FragmentMemo, distinct_states
-from shoal.sim.openb import MAX_GPUS_PER_NODE
+from shoal.sim.loaders.openb import MAX_GPUS_PER_NODE
 
 TYPICAL = TypicalPods(
     cpu_milli=np.array([4000, 8000, 2000, 8000], dtype=np.int64),

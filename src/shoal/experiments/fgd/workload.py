@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shoal.experiments.fgd.streams import RandomStream
 from shoal.policy.fragmentation import TypicalPods
-from shoal.sim.fgd.streams import RandomStream
-from shoal.sim.openb import GPU_MODELS, OpenbNode, OpenbPod
+from shoal.sim.loaders.openb import GPU_MODELS, OpenbNode, OpenbPod
 
 TUNE_RATIO = 1.3
 TYPICAL_POPULARITY_PCT = 95

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
+from shoal.experiments.fgd.streams import make_stream
+from shoal.experiments.fgd.workload import TUNE_RATIO, build_arrivals, typical_pods
 from shoal.sim.datafiles import PACKAGE_TRACES
-from shoal.sim.fgd.streams import make_stream
-from shoal.sim.fgd.workload import TUNE_RATIO, build_arrivals, typical_pods
-from shoal.sim.openb import (
+from shoal.sim.loaders.openb import (
     NODE_FILE,
     OPENB_DIR,
     OpenbNode,
