@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from shoal.defaults import action_registry, plugin_registry
+from shoal.defaults import builtins
 from shoal.framework.config import ConfigError, SchedulerConfig
 from shoal.framework.decisions import NO_NODES, Decisions, GangExplanation
+from shoal.framework.registry import Registry
 from shoal.framework.session import Session
 from shoal.model.snapshot import ClusterSnapshot
 
@@ -28,24 +29,33 @@ class CycleResult:
         self.session.release()
 
 
-def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig) -> Session:
-    """Build a session and open the configured plugins in order."""
+def check_config(config: SchedulerConfig, source: str = "config", registry: Registry | None = None) -> None:
+    """Raise ConfigError (prefixed with `source`) if `config` names a plugin or an action the
+    registry (default: the built-ins) does not have."""
+    try:
+        (registry or builtins()).check(config)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig, registry: Registry | None = None) -> Session:
+    """Build a session and open the configured plugins in order. Raises ConfigError when the
+    config names a plugin or an action the registry (default: the built-ins) does not have."""
+    registry = registry or builtins()
+    registry.check(config)
     ssn = Session(snapshot, config)
-    registry = plugin_registry()
     for plugin in config.plugins:
-        opener = registry.get(plugin.name)
-        if opener is None:
-            raise ConfigError(f"plugins: unknown plugin {plugin.name!r}")
-        opener(ssn, plugin.arguments)
+        registry.plugins[plugin.name](ssn, plugin.arguments)
     ssn.sort_tasks()
     return ssn
 
 
-def run_actions(ssn: Session, actions: list[str] | tuple[str, ...]) -> list[str]:
-    registry = action_registry()
+def run_actions(ssn: Session, actions: list[str] | tuple[str, ...], registry: Registry | None = None) -> list[str]:
+    """Run `actions` in order; a name the registry lacks is skipped (and logged)."""
+    known = (registry or builtins()).actions
     ran = []
     for name in actions:
-        action = registry.get(name)
+        action = known.get(name)
         if action is None:
             logger.debug("action %s is not available; skipped", name)
             continue
@@ -85,11 +95,14 @@ def close_session(ssn: Session) -> Decisions:
     return d
 
 
-def run_cycle(snapshot: ClusterSnapshot, config: SchedulerConfig | None = None) -> CycleResult:
-    """Run one scheduling cycle. Pure: reads the snapshot, never mutates it, returns decisions."""
+def run_cycle(snapshot: ClusterSnapshot, config: SchedulerConfig | None = None,
+              registry: Registry | None = None) -> CycleResult:
+    """Run one scheduling cycle. Pure: reads the snapshot, never mutates it, returns decisions.
+    `registry` (default: the built-ins) may hold more actions, run when `config` names them."""
     config = config or SchedulerConfig()
-    ssn = open_session(snapshot, config)
-    ran = run_actions(ssn, config.actions)
+    registry = registry or builtins()
+    ssn = open_session(snapshot, config, registry)
+    ran = run_actions(ssn, config.actions, registry)
     return CycleResult(close_session(ssn), ssn, ran)
 
 

@@ -1,10 +1,13 @@
-"""The built-in plugins and actions, composed by name (the registry is built here, not global)."""
+"""The built-in plugins and actions, composed by name (the registry is built here, not global).
+
+To add a plugin or an action: one module under `shoal.plugins` / `shoal.actions`, one line in
+`plugin_registry()` / `action_registry()`. An action not in `DEFAULT_ACTIONS` is opt-in: it runs
+only where a configuration names it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from shoal.actions import allocate, consolidation, preempt, reclaim, stalegangeviction
+from shoal.framework.registry import Action, PluginOpen, Registry
 from shoal.framework.session import Session
 from shoal.plugins import (
     dynamicresources,
@@ -17,9 +20,6 @@ from shoal.plugins import (
     scoring,
     topology,
 )
-
-PluginOpen = Callable[[Session, dict[str, str]], None]
-Action = Callable[[Session], None]
 
 
 def _noop(ssn: Session, args: dict[str, str]) -> None:
@@ -61,3 +61,8 @@ def action_registry() -> dict[str, Action]:
         "preempt": preempt.run,
         "stalegangeviction": stalegangeviction.run,
     }
+
+
+def builtins() -> Registry:
+    """shoal's plugins and actions, built fresh (callers may extend their own copy)."""
+    return Registry(plugin_registry(), action_registry())

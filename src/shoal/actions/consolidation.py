@@ -8,6 +8,7 @@ import numpy as np
 
 from shoal.actions.job_allocation import tasks_to_allocate
 from shoal.actions.preemption import candidate_victims, run_preemptors
+from shoal.framework.cycle_state import StateKey
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import Session
 from shoal.model.resources import GPU_COL, MILLI
@@ -16,6 +17,10 @@ from shoal.model.status import PodStatus
 
 def all_reallocated(job: Job, victims: dict[str, list[Task]]) -> bool:
     return not any(t.status == PodStatus.RELEASING for tasks in victims.values() for t in tasks)
+
+
+#: Per session: (sum of node versions when computed, free GPUs of ready nodes).
+_FREE_GPUS: StateKey[tuple[int, float]] = StateKey("free GPUs")
 
 
 def enough_gpus(ssn: Session, job: Job) -> bool:
@@ -29,7 +34,7 @@ def _free_gpus(ssn: Session) -> float:
     """Free GPUs of ready nodes; cached until a node changes (node versions only grow)."""
     nodes = ssn.nodes
     stamp = int(nodes.version.sum())
-    cached = ssn.hooks.extra.get("free_gpus")
+    cached = ssn.state.get(_FREE_GPUS)
     if cached is not None and cached[0] == stamp:
         return float(cached[1])
     ready = np.array([n.ready for n in nodes.nodes], dtype=bool)
@@ -40,7 +45,7 @@ def _free_gpus(ssn: Session) -> float:
             free += max(mem - g.allocated + g.releasing, 0) / mem
     for col, slices in ssn.space.mig_columns():
         free += float((nodes.idle[ready, col] + nodes.releasing[ready, col]).sum()) * slices
-    ssn.hooks.extra["free_gpus"] = (stamp, free)
+    ssn.state.set(_FREE_GPUS, (stamp, free))
     return free
 
 

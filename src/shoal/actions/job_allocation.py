@@ -270,7 +270,7 @@ def _capacity_mask(ssn: Session, task: Task) -> tuple[np.ndarray | None, str]:
     It depends on queue state, not on nodes, so it is evaluated per task and never cached; a
     GPU-memory task's quota depends on the node's device memory, so it is checked per memory size.
     """
-    if not ssn.hooks.extra.get("per_task_capacity") or not ssn.hooks.task_capacity:
+    if not ssn.hooks.per_task_capacity or not ssn.hooks.task_capacity:
         return None, ""
     n = len(ssn.nodes)
     if not task.pod.gpu.is_gpu_memory:

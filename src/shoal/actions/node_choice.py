@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shoal.framework.cycle_state import StateKey
 from shoal.framework.fit import fit_masks
 from shoal.framework.jobs import Task
 from shoal.framework.session import NodeScorer, Predicate, Session
-
-_CACHE_KEY = "node_choice_cache"
 
 
 @dataclass(slots=True)
@@ -39,6 +38,10 @@ class _Entry:
     adjust: bool = True
 
 
+#: Per session: task signature -> the cached answers for that kind of task.
+_CACHE: StateKey[dict[tuple[object, ...], _Entry]] = StateKey("node choice cache")
+
+
 def task_signature(task: Task) -> tuple[object, ...]:
     """Tasks with equal signatures get equal answers from every node-local check and score."""
     p = task.pod
@@ -50,7 +53,7 @@ def task_signature(task: Task) -> tuple[object, ...]:
 def _full(ssn: Session, task: Task) -> _Entry:
     fits_idle, ok = fit_masks(ssn, task, None)
     preds: list[Predicate] = []
-    static: set[Predicate] = ssn.hooks.extra.get("static_predicates", set())
+    static = ssn.hooks.static_predicates
     static_ok = np.ones(len(ssn.nodes), dtype=bool)
     for pred in ssn.hooks.predicates:
         res = pred(ssn, task, None)
@@ -60,7 +63,7 @@ def _full(ssn: Session, task: Task) -> _Entry:
                 static_ok &= res[0]
             else:
                 preds.append(pred)
-    availability = ssn.hooks.extra.get("availability_score", 0.0)
+    availability = ssn.hooks.availability_score
     score = fits_idle * availability if availability else np.zeros(len(ssn.nodes))
     scorers: list[NodeScorer] = []
     constant = 0.0
@@ -82,8 +85,7 @@ def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
         res = pred(ssn, task, rows)
         if res is not None:
             ok = ok & res[0]
-    availability = ssn.hooks.extra.get("availability_score", 0.0)
-    score = fits_idle * availability + entry.constant_score
+    score = fits_idle * ssn.hooks.availability_score + entry.constant_score
     for scorer in entry.scorers:
         score = score + scorer(ssn, task, rows)
     entry.fits_idle[rows] = fits_idle
@@ -94,7 +96,7 @@ def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
 
 
 def _entry(ssn: Session, task: Task) -> _Entry:
-    cache: dict[tuple[object, ...], _Entry] = ssn.hooks.extra.setdefault(_CACHE_KEY, {})
+    cache = ssn.state.setdefault(_CACHE, dict)
     sig = task_signature(task)
     entry = cache.get(sig)
     if entry is None:

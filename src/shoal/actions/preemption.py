@@ -9,6 +9,7 @@ from shoal.actions.allocate import eligible
 from shoal.actions.job_allocation import tasks_to_allocate
 from shoal.actions.solver import Validator, VictimSolver, request_vector
 from shoal.actions.victims import feasible_nodes
+from shoal.framework.cycle_state import StateKey
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import ScenarioValidator, Session
@@ -50,12 +51,18 @@ def run_preemptors(ssn: Session, action: str, preemptor_ok: Callable[[Job], bool
             stmt.commit()
 
 
+#: Per session: candidate victim jobs per queue (None = every queue), in uid order.
+_VICTIM_POOLS: StateKey[dict[str | None, list[Job]]] = StateKey("victim pools")
+#: Per session and queue: (priorities ascending, the pool's jobs in that order), for bisection.
+_VICTIMS_BY_PRIORITY: StateKey[dict[str | None, tuple[list[int], list[Job]]]] = StateKey("victims by priority")
+
+
 def candidate_victims(ssn: Session, keep: Callable[[Job], bool], queue: str | None = None,
                       below_priority: int | None = None) -> list[Job]:
     """Preemptible jobs with active-allocated pods, in a leaf queue (only `queue` if given; only
     priority < `below_priority` if given), that `keep` accepts, in job-uid order (KAI: Go map
     order) so counters like consolidation's are stable. Pools are built once per session."""
-    pools: dict[str | None, list[Job]] | None = ssn.hooks.extra.get("victim_pools")
+    pools = ssn.state.get(_VICTIM_POOLS)
     if pools is None:
         everyone = [ssn.jobs[uid] for uid in sorted(ssn.jobs)
                     if ssn.jobs[uid].queue is not None and ssn.jobs[uid].preemptible
@@ -64,7 +71,7 @@ def candidate_victims(ssn: Session, keep: Callable[[Job], bool], queue: str | No
         for job in everyone:
             assert job.queue is not None
             pools.setdefault(job.queue.name, []).append(job)
-        ssn.hooks.extra["victim_pools"] = pools
+        ssn.state.set(_VICTIM_POOLS, pools)
     pool = pools.get(queue, [])
     if below_priority is not None:
         pool = _below(ssn, queue, pool, below_priority)
@@ -86,7 +93,7 @@ def _runs_off_the_nodes(job: Job) -> bool:
 def _below(ssn: Session, queue: str | None, pool: list[Job], priority: int) -> list[Job]:
     """The jobs of `pool` with priority < `priority`, still in uid order (bisect on a per-pool
     priority-sorted copy built once)."""
-    by_prio: dict[str | None, tuple[list[int], list[Job]]] = ssn.hooks.extra.setdefault("victim_prio", {})
+    by_prio = ssn.state.setdefault(_VICTIMS_BY_PRIORITY, dict)
     if queue not in by_prio:
         ordered = sorted(pool, key=lambda j: (j.priority, j.uid))
         by_prio[queue] = ([j.priority for j in ordered], ordered)

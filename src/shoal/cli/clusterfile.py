@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from shoal.cycle import check_config
 from shoal.framework.config import SchedulerConfig, config_from_dict
 from shoal.kai.units import (
     PRIORITY_CLASSES,
@@ -128,6 +129,7 @@ class _Reader:
         if data.get("config") is not None:
             try:
                 config = config_from_dict(data["config"], source=f"{self.source}: config")
+                check_config(config, f"{self.source}: config")
             except ValueError as err:
                 raise ClusterFileError(str(err)) from None
         return snap, config

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from shoal.framework.cycle_state import StateKey
 from shoal.framework.labelindex import LabelColumns
 from shoal.framework.session import Session
 from shoal.model.constraints import Requirement
@@ -101,7 +102,7 @@ class NodeIndex:
 
 def node_index(ssn: Session) -> NodeIndex:
     """The session's NodeIndex, built on first use."""
-    idx = ssn.derived.get(NodeIndex)
-    if not isinstance(idx, NodeIndex):
-        idx = ssn.derived[NodeIndex] = NodeIndex(ssn)
-    return idx
+    return ssn.state.setdefault(_NODE_INDEX, lambda: NodeIndex(ssn))
+
+
+_NODE_INDEX: StateKey[NodeIndex] = StateKey("node index")

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from shoal.framework.cycle_state import StateKey
 from shoal.framework.labelindex import LabelColumns
 from shoal.framework.nodefilters import node_index
 from shoal.framework.session import Session
@@ -116,7 +117,7 @@ class PodIndex:
 
 def pod_index(ssn: Session) -> PodIndex:
     """The session's PodIndex, built on first use."""
-    idx = ssn.derived.get(PodIndex)
-    if not isinstance(idx, PodIndex):
-        idx = ssn.derived[PodIndex] = PodIndex(ssn)
-    return idx
+    return ssn.state.setdefault(_POD_INDEX, lambda: PodIndex(ssn))
+
+
+_POD_INDEX: StateKey[PodIndex] = StateKey("pod index")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from shoal.framework.config import SchedulerConfig
+from shoal.framework.cycle_state import CycleState
 from shoal.framework.decisions import Decisions
 from shoal.framework.jobs import Job, PodSet, Task, build_queue_tree
 from shoal.framework.nodestate import NodeState
@@ -63,7 +64,10 @@ class Hooks:
     """Callbacks registered by plugins at session open (order = plugin order)."""
 
     job_keys: list[JobKey] = field(default_factory=list)
+    #: Task order keys. A key that reads pod labels declares them in `task_key_labels`: tasks of
+    #: a job without any of them (and without a task priority) skip the keys (all equal).
     task_keys: list[TaskKey] = field(default_factory=list)
+    task_key_labels: set[str] = field(default_factory=set)
     node_scorers: list[NodeScorer] = field(default_factory=list)
     #: Pick-time adjusters of the summed node scores, for terms that are not node-local (they
     #: depend on the whole cluster, so node choice cannot cache them): adjust(session, task,
@@ -91,7 +95,14 @@ class Hooks:
     preempt_victim_filters: list[VictimFilter] = field(default_factory=list)
     reclaim_validators: list[ScenarioValidator] = field(default_factory=list)
     preempt_validators: list[ScenarioValidator] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: Predicates whose answer for a node depends only on that node and the task (not on other
+    #: nodes' pods): node choice caches them per node version.
+    static_predicates: set[Predicate] = field(default_factory=set)
+    #: Node choice adds this to every node where the task fits on idle resources (KAI's
+    #: nodeavailability plugin); 0 = off.
+    availability_score: float = 0.0
+    #: Task capacity checks run per task during allocation (the predicates plugin's quota check).
+    per_task_capacity: bool = False
 
 
 class Session:
@@ -102,13 +113,13 @@ class Session:
         self.config = config
         self.now = snapshot.now
         self.hooks = Hooks()
+        #: What actions memoise during this cycle (typed keys; see framework.cycle_state).
+        self.state = CycleState()
         self.decisions = Decisions()
         self.space = self._build_space(snapshot)
         self._vec_cache: dict[tuple[object, ...], np.ndarray] = {}
         #: id(request vector) -> (vector, non-zero columns, amounts); see framework.fit.
         self.column_memo: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        #: Views derived from the snapshot on first use, keyed by their type (e.g. PodIndex).
-        self.derived: dict[type, object] = {}
         self.nodes = NodeState(snapshot.nodes, self.space)
         self.queues = build_queue_tree(snapshot.queues)
         self.tasks: dict[str, Task] = {}
@@ -335,13 +346,17 @@ class Session:
             key += fn(task)
         return (*key, task.pod.creation, task.uid)
 
+    def _order_matters(self, pod: Pod) -> bool:
+        labels = self.hooks.task_key_labels
+        return pod.has_task_priority or (bool(labels) and bool(pod.labels) and not labels.isdisjoint(pod.labels))
+
     def sort_tasks(self) -> None:
         """Compute the task order of every job (after plugins registered their keys)."""
         for job in self.jobs.values():
             if len(job.tasks) < 2:
                 continue
-            if not any(t.pod.labels_affect_order for t in job.tasks):
-                # No role label and no task priority: the plugin keys are equal for every task.
+            if not any(self._order_matters(t.pod) for t in job.tasks):
+                # No label a task key reads and no task priority: the keys are equal for every task.
                 job.tasks.sort(key=lambda t: (t.pod.creation, t.uid))
                 for ps in job.pod_sets.values():
                     ps.tasks.sort(key=lambda t: (t.pod.creation, t.uid))
@@ -368,7 +383,7 @@ class Session:
             queue.parent = None
             queue.children = []
         self.hooks = Hooks()
-        self.derived = {}
+        self.state.clear()
 
     def cluster_total(self) -> np.ndarray:
         """Queue-accounting capacity of ready nodes (GPU incl. MIG slices), minus other schedulers."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shoal.framework.cycle_state import StateKey
 from shoal.framework.jobs import Task
 from shoal.framework.nodefilters import NodeIndex, node_index
 from shoal.framework.session import Session
@@ -112,10 +113,11 @@ class VolumePlan:
 
 
 def volume_plan(ssn: Session) -> VolumePlan:
-    plan = ssn.derived.get(VolumePlan)
-    if not isinstance(plan, VolumePlan):
-        plan = ssn.derived[VolumePlan] = VolumePlan(ssn)
-    return plan
+    """The session's VolumePlan, built on first use."""
+    return ssn.state.setdefault(_VOLUME_PLAN, lambda: VolumePlan(ssn))
+
+
+_VOLUME_PLAN: StateKey[VolumePlan] = StateKey("volume plan")
 
 
 def volume_filter(ssn: Session, task: Task) -> tuple[np.ndarray, str] | None:

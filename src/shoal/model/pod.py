@@ -135,11 +135,9 @@ class Pod:
                 + sum((mig_gpu_slices(r) or 0) * n * MILLI for r, n in self.mig.items()))
 
     @property
-    def labels_affect_order(self) -> bool:
-        """Has a label a task-order plugin reads (Kubeflow / Ray role, task priority)."""
-        labels = self.labels
-        return (self.task_priority is not None or self.task_priority_invalid
-                or (bool(labels) and ("training.kubeflow.org/job-role" in labels or "ray.io/node-type" in labels)))
+    def has_task_priority(self) -> bool:
+        """Carries a task priority (`kai.scheduler/task-priority`), readable or not."""
+        return self.task_priority is not None or self.task_priority_invalid
 
     @property
     def is_cpu_only(self) -> bool:

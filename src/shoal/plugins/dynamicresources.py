@@ -23,7 +23,6 @@ def open_dynamicresources(ssn: Session, args: dict[str, str]) -> None:
     if not users:
         return
     state = DraState(claims, users)
-    ssn.hooks.extra["dra"] = state
 
     def pre_predicate(s: Session, task: Task) -> str | None:
         if not task.pod.resource_claims:

@@ -24,11 +24,13 @@ def open_kubeflow(ssn: Session, args: dict[str, str]) -> None:
     def key(task: Task) -> tuple[int]:
         return (0 if task.pod.labels.get(KUBEFLOW_ROLE) in ("master", "launcher") else 1,)
     ssn.hooks.task_keys.append(key)
+    ssn.hooks.task_key_labels.add(KUBEFLOW_ROLE)
 
 
 def open_ray(ssn: Session, args: dict[str, str]) -> None:
     """The Ray head before the workers."""
     ssn.hooks.task_keys.append(lambda task: (0 if task.pod.labels.get(RAY_NODE_TYPE) == "head" else 1,))
+    ssn.hooks.task_key_labels.add(RAY_NODE_TYPE)
 
 
 def open_taskorder(ssn: Session, args: dict[str, str]) -> None:

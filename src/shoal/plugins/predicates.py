@@ -89,9 +89,8 @@ def open_predicates(ssn: Session, args: dict[str, str]) -> None:
     ssn.hooks.dynamic_filters.extend([affinity_filter, spread_filter, volume_filter])
     # Answers that depend on the node's labels/conditions only, not on what runs there: a node
     # that changes (a pod placed) keeps them, so cached answers are not recomputed.
-    ssn.hooks.extra.setdefault("static_predicates", set()).update(
-        {resource_type, gpu_memory_synced, conditions, selectors})
-    ssn.hooks.extra["per_task_capacity"] = True
+    ssn.hooks.static_predicates.update({resource_type, gpu_memory_synced, conditions, selectors})
+    ssn.hooks.per_task_capacity = True
 
 
 def _port_conflicts(ssn: Session, task: Task) -> np.ndarray:

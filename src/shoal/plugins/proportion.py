@@ -22,8 +22,6 @@ def open_proportion(ssn: Session, args: dict[str, str]) -> None:
     multiplier = max(float(args.get("relcaimerSaturationMultiplier",
                                     args.get("reclaimerSaturationMultiplier", "1.0"))), 1.0)
     total = ssn.cluster_total()
-    ssn.hooks.extra["cluster_total"] = total
-    ssn.hooks.extra["saturation_multiplier"] = multiplier
     for name, q in ssn.queues.items():
         usage = ssn.snapshot.usage.get(name, {})
         q.usage = np.array([usage.get(r, 0.0) for r in QUEUE_COLUMNS])

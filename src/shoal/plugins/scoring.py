@@ -21,7 +21,7 @@ def open_nodeavailability(ssn: Session, args: dict[str, str]) -> None:
     """+100 for nodes where the pod fits now (can bind, not only pipeline).
 
     The node choice computes the idle fit anyway; it adds `availability_score` x fits-idle."""
-    ssn.hooks.extra["availability_score"] = AVAILABILITY
+    ssn.hooks.availability_score = AVAILABILITY
 
 
 def open_gpusharingorder(ssn: Session, args: dict[str, str]) -> None:
@@ -68,7 +68,6 @@ def open_nodeplacement(ssn: Session, args: dict[str, str]) -> None:
     for mode in (gpu_mode, cpu_mode):
         if mode not in ("binpack", "spread"):
             raise ValueError(f"nodeplacement: unknown strategy {mode!r} (binpack or spread)")
-    ssn.hooks.extra["placement"] = (gpu_mode, cpu_mode)
     nodes = ssn.nodes
     gpu_count = nodes.gpu_count.astype(np.float64)
     cpu_alloc = nodes.alloc[:, CPU_COL].astype(np.float64)

@@ -33,7 +33,6 @@ def open_topology(ssn: Session, args: dict[str, str]) -> None:
     ssn.hooks.node_sets.append(plugin.node_sets)
     ssn.hooks.group_scorers.append(plugin.score)
     ssn.hooks.pre_job_allocation.append(plugin.reset)
-    ssn.hooks.extra["topology"] = plugin
 
 
 class TopologyPlugin:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from shoal.cycle import check_config
 from shoal.framework.config import ConfigError, PluginConfig, SchedulerConfig, config_from_dict
 from shoal.sim.errors import SimInputError
 from shoal.sim.loaders.yamlio import duration, load_docs, mapping
@@ -61,6 +62,7 @@ def _placement(core: SchedulerConfig, strategy: dict[str, Any], at: str) -> Sche
 def config_from_mapping(data: dict[str, Any], source: str, name: str) -> SimSchedulerConfig:
     try:
         core = config_from_dict({k: v for k, v in data.items() if k not in SIM_KEYS}, source=source)
+        check_config(core, source)
     except ConfigError as err:
         raise SimInputError(str(err)) from None
     if "placementStrategy" in data:
