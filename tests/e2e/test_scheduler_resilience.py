@@ -125,11 +125,11 @@ async def _evict_both(kenv: KEnv) -> Any:
         task = asyncio.create_task(inf.run())
         await asyncio.wait_for(inf.synced.wait(), 30)
         task.cancel()
-        # The victims carry our scheduler name, so the cache holds them (and their refs) as ours.
+        # The victims carry our scheduler name, so the cache holds them as ours.
         victims = sorted(uid for uid, p in cache.pods.items() if p.namespace == kenv.namespace)
         assert len(victims) == 2
-        d = Decisions(evictions=[Evict(uid, kenv.namespace, "victims", cache.pods[uid].node or "", "reclaim",
-                                       "test", preemptor="ns/preemptor") for uid in victims])
+        d = Decisions(evictions=[Evict(uid, cache.pods[uid].name, kenv.namespace, "victims", cache.pods[uid].node or "",
+                                       "reclaim", "test", preemptor="ns/preemptor") for uid in victims])
         return await Applier(client, cache, "nobody").apply(d)
     finally:
         await client.close()

@@ -68,17 +68,17 @@ def _cluster_with_gang() -> tuple[SimCluster, object]:
 
 def test_gang_runs_only_when_every_pod_is_bound() -> None:
     c, job = _cluster_with_gang()
-    started, _ = c.apply(Decisions(binds=[Bind("g-0", "q", "g", "n0")]), now=10)
+    started, _ = c.apply(Decisions(binds=[Bind("g-0", "g-0", "q", "g", "n0")]), now=10)
     assert started == [] and job.state == PENDING and c.allocated_gpu_milli() == 2000
-    started, _ = c.apply(Decisions(binds=[Bind("g-1", "q", "g", "n1")]), now=10)
+    started, _ = c.apply(Decisions(binds=[Bind("g-1", "g-1", "q", "g", "n1")]), now=10)
     assert started == [job] and job.state == RUNNING and job.first_start == 10
 
 
 def test_eviction_releases_the_whole_gang_then_restarts_it() -> None:
     c, job = _cluster_with_gang()
-    c.apply(Decisions(binds=[Bind("g-0", "q", "g", "n0"), Bind("g-1", "q", "g", "n1")]), now=10)
+    c.apply(Decisions(binds=[Bind("g-0", "g-0", "q", "g", "n0"), Bind("g-1", "g-1", "q", "g", "n1")]), now=10)
     epoch = job.epoch
-    _, evicted = c.apply(Decisions(evictions=[Evict("g-0", "q", "g", "n0", "reclaim", "r")]), now=20)
+    _, evicted = c.apply(Decisions(evictions=[Evict("g-0", "g-0", "q", "g", "n0", "reclaim", "r")]), now=20)
     assert evicted == [job] and job.state == RELEASING and job.epoch == epoch + 1
     assert {p.status for p in job.pods} == {PodStatus.RELEASING}
     assert c.allocated_gpu_milli() == 4000  # releasing pods still hold their GPUs

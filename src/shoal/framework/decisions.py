@@ -1,4 +1,7 @@
-"""What a cycle returns: binds, pipelines, evictions and per-gang explanations."""
+"""What a cycle returns: binds, pipelines, evictions and per-gang explanations.
+
+A pod decision names its pod by uid (`pod`) and by what an API call needs (`name`, `namespace`),
+so an adapter applies it without keeping its own index of pods."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ class Bind:
     """Bind `pod` to `node`. Shared-GPU pods carry their GPU groups and the portion per device."""
 
     pod: str
+    name: str
     namespace: str
     job: str
     node: str
@@ -26,6 +30,7 @@ class Pipeline:
     """`pod` will go to `node` once resources being released there are free; nothing to bind now."""
 
     pod: str
+    name: str
     namespace: str
     job: str
     node: str
@@ -37,6 +42,7 @@ class Evict:
     """Evict `pod`; `action` took it (reclaim, preempt, consolidation, stalegangeviction)."""
 
     pod: str
+    name: str
     namespace: str
     job: str
     node: str

@@ -136,11 +136,12 @@ class Statement:
                 shared = pod.gpu.is_shared
                 rtype = "Fraction" if shared else ("MigInstance" if pod.mig else "Regular")
                 volumes = volume_plan(ssn).volumes_of(t) if pod.volume_claims else ()
-                d.binds.append(Bind(pod.uid, pod.namespace, t.job.uid, names[t.node], tuple(t.groups),
+                d.binds.append(Bind(pod.uid, pod.name, pod.namespace, t.job.uid, names[t.node], tuple(t.groups),
                                     rtype, t.portion if shared else 0, volumes))
             elif op.kind == "pipeline" and t.status == PodStatus.PIPELINED:
-                d.pipelines.append(Pipeline(pod.uid, pod.namespace, t.job.uid, names[t.node], tuple(t.groups)))
+                d.pipelines.append(Pipeline(pod.uid, pod.name, pod.namespace, t.job.uid, names[t.node],
+                                            tuple(t.groups)))
             elif op.kind == "evict" and k not in undone:
-                d.evictions.append(Evict(pod.uid, pod.namespace, t.job.uid, names[op.prev_node], op.action,
-                                         op.reason, op.preemptor))
+                d.evictions.append(Evict(pod.uid, pod.name, pod.namespace, t.job.uid, names[op.prev_node],
+                                         op.action, op.reason, op.preemptor))
         self.ops = []

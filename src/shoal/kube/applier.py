@@ -115,33 +115,32 @@ class Applier:
 
     # -- binding -----------------------------------------------------------------------------
     async def _bind(self, b: Bind, stats: ApplyStats, sem: asyncio.Semaphore) -> None:
-        ref = self.cache.refs.get(b.pod)
-        if ref is None:
+        if b.pod not in self.cache.pods:  # deleted since the snapshot
             self.cache.forget(b.pod)
             return
         async with sem:
             try:
                 if b.gpu_groups:
-                    await self.client.patch(PODS, ref.name, _sharing_patch(b), ref.namespace)
-                await self._bind_volumes(b, ref.namespace)
-                await self.client.bind(ref.namespace, ref.name, b.pod, b.node)
+                    await self.client.patch(PODS, b.name, _sharing_patch(b), b.namespace)
+                await self._bind_volumes(b, b.namespace)
+                await self.client.bind(b.namespace, b.name, b.pod, b.node)
             except ApiError as e:
                 stats.bind_failed += 1
                 self.cache.forget(b.pod)
-                logger.warning("bind %s/%s -> %s failed: %s", ref.namespace, ref.name, b.node, e)
+                logger.warning("bind %s/%s -> %s failed: %s", b.namespace, b.name, b.node, e)
                 if e.code != 404:
-                    await self._event_quietly("Pod", ref.namespace, ref.name, b.pod, "FailedBinding",
+                    await self._event_quietly("Pod", b.namespace, b.name, b.pod, "FailedBinding",
                                               f"binding to {b.node} failed: {e.message}", warning=True)
                 return
             except Exception as e:
                 stats.bind_failed += 1
                 self.cache.forget(b.pod)
-                logger.warning("bind %s/%s -> %s failed: %r", ref.namespace, ref.name, b.node, e)
+                logger.warning("bind %s/%s -> %s failed: %r", b.namespace, b.name, b.node, e)
                 return
         stats.bound += 1
         self.written.pop(b.pod, None)
         if self.metrics is not None:
-            self.metrics.pod_bound(ref.namespace, ref.name, self.cache.pods.get(b.pod), b)
+            self.metrics.pod_bound(b.namespace, b.name, self.cache.pods.get(b.pod), b)
 
     async def _bind_volumes(self, b: Bind, namespace: str) -> None:
         """Before the pod: pre-bind each chosen static PV to its claim (the PV controller then
@@ -162,29 +161,28 @@ class Applier:
     async def _evict_set(self, victims: list[Evict], stats: ApplyStats, sem: asyncio.Semaphore) -> None:
         """Evict a victim set in order; the first refusal stops the set (the preemptor waits)."""
         for v in victims:
-            ref = self.cache.refs.get(v.pod)
-            if ref is None or v.pod in self.evicting:
+            if v.pod in self.evicting or v.pod not in self.cache.pods:
                 continue
             async with sem:
                 try:
-                    await self.client.evict(ref.namespace, ref.name, v.pod)
+                    await self.client.evict(v.namespace, v.name, v.pod)
                 except ApiError as e:
                     if e.code == 404:
                         continue
                     stats.evict_refused += 1
                     logger.info("eviction of %s/%s refused (%s); victim set of %s abandoned",
-                                ref.namespace, ref.name, e, v.preemptor or v.action)
-                    await self._event_quietly("Pod", ref.namespace, ref.name, v.pod, "EvictionRefused",
+                                v.namespace, v.name, e, v.preemptor or v.action)
+                    await self._event_quietly("Pod", v.namespace, v.name, v.pod, "EvictionRefused",
                                               f"{v.action}: eviction refused: {e.message}", warning=True)
                     return
                 except Exception as e:
-                    logger.warning("eviction of %s/%s failed: %r", ref.namespace, ref.name, e)
+                    logger.warning("eviction of %s/%s failed: %r", v.namespace, v.name, e)
                     return
             self.evicting.add(v.pod)
             stats.evicted += 1
             if self.metrics is not None:
                 self.metrics.pod_evicted(v.action)
-            await self._event_quietly("Pod", ref.namespace, ref.name, v.pod, "Evicted",
+            await self._event_quietly("Pod", v.namespace, v.name, v.pod, "Evicted",
                                       f"{v.action}: {v.reason}", warning=False)
 
     # -- explanations ------------------------------------------------------------------------
@@ -199,11 +197,11 @@ class Applier:
                 writes.append((job, partial(self._podgroup_condition, job, ex, message)))
             pg = self.cache.podgroups.get(job)
             condition = pg is None or pg.mark_unschedulable
-            for ref in self.cache.pending_pods_of(job):
-                if self.written.get(ref.uid) == text:
+            for pod in self.cache.pending_pods_of(job):
+                if self.written.get(pod.uid) == text:
                     continue
-                self.written[ref.uid] = text
-                writes.append((ref.uid, partial(self._pod_unschedulable, ref.namespace, ref.name, ref.uid, message,
+                self.written[pod.uid] = text
+                writes.append((pod.uid, partial(self._pod_unschedulable, pod.namespace, pod.name, pod.uid, message,
                                                 condition)))
         await self._run_budgeted(writes, stats, sem, budget)
 

@@ -46,20 +46,6 @@ ASSUME_TTL = 30.0
 
 
 @dataclass(slots=True)
-class PodRef:
-    """How the applier addresses a pod and what it last wrote on it."""
-
-    uid: str
-    namespace: str
-    name: str
-    job: str
-    pending: bool
-    scheduled_condition: tuple[str, str] | None = None  # (status, reason) of PodScheduled
-    #: What the model pod was derived from; an update with the same signature needs no conversion.
-    signature: tuple[object, ...] = ()
-
-
-@dataclass(slots=True)
 class Problem:
     """An object the scheduler refused: where it is and why (reported once per message)."""
 
@@ -76,7 +62,9 @@ class ClusterCache:
     clock: Callable[[], float]
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
-    refs: dict[str, PodRef] = field(default_factory=dict)
+    #: What each of our pods was decoded from (`_signature`): an update with the same signature
+    #: (status noise: conditions, IPs, container states) needs no decoding.
+    signatures: dict[str, tuple[object, ...]] = field(default_factory=dict)
     other: dict[str, Pod] = field(default_factory=dict)
     podgroups: dict[str, PodGroup] = field(default_factory=dict)
     podgroup_objs: dict[str, JSON] = field(default_factory=dict)
@@ -129,11 +117,8 @@ class ClusterCache:
             return
         self.held.pop(uid, None)
         sig = _signature(obj)
-        ref = self.refs.get(uid)
-        if ref is not None and ref.signature == sig and uid in self.pods:
-            # Only status noise changed (conditions, IPs, container states): nothing to re-derive.
-            ref.scheduled_condition = _scheduled_condition(obj)
-            return
+        if self.signatures.get(uid) == sig and uid in self.pods:
+            return  # only status noise changed: nothing to re-derive
         job = f"{ns}/{pg_name}" if pg_name else implicit_uid(uid)
         prev = self.pods.get(uid)
         try:
@@ -159,13 +144,8 @@ class ClusterCache:
         if prev is not None and prev.job != job:
             self._unindex(uid, prev.job)
         self.pods[uid] = pod
+        self.signatures[uid] = sig
         self.pods_by_job.setdefault(job, set()).add(uid)
-        pending = pod.status == PodStatus.PENDING
-        if ref is None:
-            self.refs[uid] = PodRef(uid, ns, name, job, pending, _scheduled_condition(obj), sig)
-        else:
-            ref.job, ref.pending, ref.scheduled_condition, ref.signature = (
-                job, pending, _scheduled_condition(obj), sig)
         if pod.node is not None or pod.status != PodStatus.PENDING:
             self.assumed.pop(uid, None)
         # Relevant to the next cycle: new demand, or capacity freed / taken.
@@ -199,7 +179,7 @@ class ClusterCache:
         self.held.pop(uid, None)
         pod = self.pods.pop(uid, None)
         self.other.pop(uid, None)
-        self.refs.pop(uid, None)
+        self.signatures.pop(uid, None)
         self.assumed.pop(uid, None)
         self.problems.pop(("Pod", uid), None)
         if pod is not None:
@@ -416,9 +396,10 @@ class ClusterCache:
                                other_used=other_used, namespace_labels=self.namespaces,
                                volumes=self.volumes, claims=self.claims, storage_classes=self.storage_classes)
 
-    def pending_pods_of(self, job: str) -> list[PodRef]:
-        refs = (self.refs.get(uid) for uid in self.pods_by_job.get(job, ()))
-        return [r for r in refs if r is not None and r.pending and r.uid not in self.assumed]
+    def pending_pods_of(self, job: str) -> list[Pod]:
+        """The gang's pods that wait for a node (not Binding in flight either)."""
+        pods = (self.pods.get(uid) for uid in self.pods_by_job.get(job, ()))
+        return [p for p in pods if p is not None and p.status == PodStatus.PENDING and p.uid not in self.assumed]
 
 
 def _signature(obj: JSON) -> tuple[object, ...]:
@@ -436,10 +417,3 @@ def _signature(obj: JSON) -> tuple[object, ...]:
 def _conditions(obj: JSON | None) -> object:
     """A PodGroup's scheduling conditions (schedulingBackoff reads them)."""
     return ((obj or {}).get("status") or {}).get("schedulingConditions")
-
-
-def _scheduled_condition(obj: JSON) -> tuple[str, str] | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == "PodScheduled":
-            return str(c.get("status")), str(c.get("reason", ""))
-    return None

@@ -21,8 +21,8 @@ from shoal.kai.names import PODGROUP_ANNOTATION
 from shoal.kai.objects import meta
 from shoal.kube.cache import ClusterCache
 from shoal.kube.client import EVENTS, JSON, PODGROUPS, PODS, ApiError, KubeClient
-from shoal.workloads import WorkloadError, controller_owner, derive_podgroups, pod_assignment, pod_metadata_patch
-from shoal.workloads.owners import MAX_OWNER_DEPTH, OwnerKey
+from shoal.workloads import WorkloadError, derive_podgroups, pod_assignment, pod_metadata_patch
+from shoal.workloads.owners import OwnerKey, owner_walk
 
 logger = logging.getLogger(__name__)
 
@@ -109,21 +109,15 @@ class PodGrouper:
         self.grouped += 1
 
     async def owner_chain(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-        """Like `shoal.workloads.resolve_owner_chain`, with async, cached lookups."""
-        chain: list[Mapping[str, Any]] = []
-        seen: set[tuple[str, str]] = set()
-        current: Mapping[str, Any] = pod
-        for _ in range(MAX_OWNER_DEPTH):
-            key = controller_owner(current)
-            if key is None or (key.kind, key.name) in seen:
-                break
-            seen.add((key.kind, key.name))
-            owner = await self._owner(key)
-            if owner is None:
-                break
-            chain.append(owner)
-            current = owner
-        return chain
+        """`shoal.workloads.resolve_owner_chain`'s walk (`owner_walk`), with async, cached lookups."""
+        walk = owner_walk(pod)
+        try:
+            key = next(walk)
+            while True:
+                key = walk.send(await self._owner(key))
+        except StopIteration as done:
+            chain: list[Mapping[str, Any]] = done.value
+            return chain
 
     async def _owner(self, key: OwnerKey) -> JSON | None:
         path = owner_path(key)

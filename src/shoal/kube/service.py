@@ -283,10 +283,10 @@ class SchedulerService:
 
     def _prune(self) -> None:
         """Forget bookkeeping of objects that no longer exist."""
-        live = set(self.cache.refs) | set(self.cache.podgroups)
+        live = set(self.cache.pods) | set(self.cache.podgroups)
         self.applier.written = {k: v for k, v in self.applier.written.items()
                                 if k in live or k.startswith("problem:")}
-        self.applier.evicting &= set(self.cache.refs)
+        self.applier.evicting &= set(self.cache.pods)
 
 
 def _resource_list(v: object) -> dict[str, str]:

@@ -140,7 +140,7 @@ class VisibilityService:
         now = snapshot.now
         self.latencies.append((now, elapsed))
         for e in d.evictions:
-            self.evictions.appendleft({"time": now, "pod": e.pod, "namespace": e.namespace, "job": e.job,
+            self.evictions.appendleft({"time": now, "pod": e.name, "namespace": e.namespace, "job": e.job,
                                        "node": e.node, "action": e.action, "reason": e.reason,
                                        "preemptor": e.preemptor})
         self._latest = (snapshot, config)
@@ -152,12 +152,11 @@ class VisibilityService:
         self._built_at = now
         report = build_report(ssn, d, scheduler=self.scheduler_name, cycle=cycle, cycle_seconds=elapsed,
                               config=config, detail_limit=self.opts.detail_limit)
-        names = {uid: ref.name for uid, ref in self.cache.refs.items()}
         for e in report["pending"]:
             e["eta"] = self.etas.get(e["uid"])
         report["etaTime"] = self.eta_time
         report["etaRuntimes"] = self.eta_basis
-        report["evictions"] = [{**e, "pod": names.get(e["pod"], e["pod"])} for e in self.evictions]
+        report["evictions"] = list(self.evictions)
         report["latency"] = [[t, round(s, 6)] for t, s in self.latencies]
         if self.opts.nodes:
             report["nodes"] = node_grid(ssn)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,13 +50,15 @@ def controller_owner(obj: Mapping[str, Any]) -> OwnerKey | None:
     )
 
 
-def resolve_owner_chain(pod: Mapping[str, Any], lookup: OwnerLookup) -> list[Mapping[str, Any]]:
-    """The owner chain of ``pod``, direct owner first and top owner last (empty for a bare pod).
+#: The owner walk as a generator: it yields the key of the next owner to fetch and is sent that
+#: owner (None: unreadable, the chain ends); its return value is the chain. The walk is written
+#: once and driven by a synchronous lookup (`resolve_owner_chain`) or an async one (the live
+#: pod grouper).
+OwnerWalk = Generator[OwnerKey, Mapping[str, Any] | None, list[Mapping[str, Any]]]
 
-    Follows the controller ownerReference of each object. An owner the lookup cannot return (not found,
-    forbidden) ends the chain at the last readable owner. Raises `WorkloadError` for an object with
-    several non-controller owners. Never mutates its inputs; calls ``lookup`` at most MAX_OWNER_DEPTH times.
-    """
+
+def owner_walk(pod: Mapping[str, Any]) -> OwnerWalk:
+    """Walk ``pod``'s controller ownerReferences up to the top owner (see `resolve_owner_chain`)."""
     chain: list[Mapping[str, Any]] = []
     seen: set[tuple[str, str]] = set()
     current: Mapping[str, Any] = pod
@@ -65,9 +67,26 @@ def resolve_owner_chain(pod: Mapping[str, Any], lookup: OwnerLookup) -> list[Map
         if key is None or (key.kind, key.name) in seen:
             break
         seen.add((key.kind, key.name))
-        owner = lookup(key)
+        owner = yield key
         if owner is None:
             break
         chain.append(owner)
         current = owner
     return chain
+
+
+def resolve_owner_chain(pod: Mapping[str, Any], lookup: OwnerLookup) -> list[Mapping[str, Any]]:
+    """The owner chain of ``pod``, direct owner first and top owner last (empty for a bare pod).
+
+    Follows the controller ownerReference of each object. An owner the lookup cannot return (not found,
+    forbidden) ends the chain at the last readable owner. Raises `WorkloadError` for an object with
+    several non-controller owners. Never mutates its inputs; calls ``lookup`` at most MAX_OWNER_DEPTH times.
+    """
+    walk = owner_walk(pod)
+    try:
+        key = next(walk)
+        while True:
+            key = walk.send(lookup(key))
+    except StopIteration as done:
+        chain: list[Mapping[str, Any]] = done.value
+        return chain

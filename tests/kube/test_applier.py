@@ -1,0 +1,112 @@
+"""The applier against a fake API: how decisions become requests, and what a refusal does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shoal.framework.decisions import Bind, Decisions, Evict, GangExplanation
+from shoal.kube.applier import Applier
+from shoal.kube.cache import ClusterCache
+from shoal.model.status import PodStatus
+
+from .fake_api import FakeApi
+from .test_cache import SCHED, pod
+
+NODE = "n1"
+
+
+@pytest.fixture
+def world() -> tuple[FakeApi, ClusterCache, Applier]:
+    api = FakeApi()
+    cache = ClusterCache(SCHED, lambda: 1000.0)
+    for name in ("a", "b", "c"):
+        obj = pod(name)
+        api.put(f"/api/v1/namespaces/ns/pods/{name}", obj)
+        cache.on_pod("ADDED", None, obj)
+    return api, cache, Applier(api, cache, SCHED)
+
+
+def bind(name: str, **kw: Any) -> Bind:
+    return Bind(f"uid-{name}", name, "ns", f"pod:uid-{name}", NODE, **kw)
+
+
+def evict(name: str, preemptor: str = "ns/big") -> Evict:
+    return Evict(f"uid-{name}", name, "ns", f"pod:uid-{name}", NODE, "reclaim", "over its fair share", preemptor)
+
+
+async def test_a_bind_is_addressed_by_the_decision(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    api, cache, applier = world
+    stats = await applier.apply(Decisions(binds=[bind("a")]))
+    (call,) = api.sent("POST", "/binding")
+    assert call.path == "/api/v1/namespaces/ns/pods/a/binding"
+    assert call.body["target"]["name"] == NODE and call.body["metadata"]["uid"] == "uid-a"
+    assert stats.bound == 1
+    assert next(p for p in cache.snapshot().pods if p.uid == "uid-a").status == PodStatus.BINDING  # assumed
+
+
+async def test_a_shared_gpu_pod_is_labelled_before_it_is_bound(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    api, _, applier = world
+    await applier.apply(Decisions(binds=[bind("a", gpu_groups=("g1",), resource_type="Fraction",
+                                              gpu_portion_milli=500)]))
+    methods = [(c.method, c.path.rsplit("/", 1)[-1]) for c in api.calls if "/pods/a" in c.path]
+    assert methods == [("PATCH", "a"), ("POST", "binding")]
+    labels = api.objects["/api/v1/namespaces/ns/pods/a"]["metadata"]["labels"]
+    assert labels["runai-gpu-group"] == "g1"
+
+
+@pytest.mark.parametrize(("code", "events"), [
+    pytest.param(500, 1, id="a server error: the pod gets a FailedBinding event"),
+    pytest.param(404, 0, id="the pod is gone: nothing to tell"),
+])
+async def test_a_failed_bind_forgets_the_assumption(world: tuple[FakeApi, ClusterCache, Applier], code: int,
+                                                    events: int) -> None:
+    api, cache, applier = world
+    api.fail("POST", "/pods/a/binding", code)
+    stats = await applier.apply(Decisions(binds=[bind("a")]))
+    assert stats.bind_failed == 1 and "uid-a" not in cache.assumed
+    assert next(p for p in cache.snapshot().pods if p.uid == "uid-a").status == PodStatus.PENDING
+    reasons = [c.body["reason"] for c in api.sent("POST", "/events")]
+    assert reasons.count("FailedBinding") == events
+
+
+async def test_a_refused_eviction_stops_its_victim_set(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    api, _, applier = world
+    api.fail("POST", "/pods/a/eviction", 429, "disruption budget")
+    stats = await applier.apply(Decisions(evictions=[evict("a"), evict("b"), evict("c", preemptor="ns/other")]))
+    evicted = [c.path.split("/")[-2] for c in api.sent("POST", "/eviction")]
+    assert evicted == ["a", "c"]  # b was in a's set; c belongs to another preemptor
+    assert (stats.evicted, stats.evict_refused) == (1, 1)
+    reasons = sorted(c.body["reason"] for c in api.sent("POST", "/events"))
+    assert reasons == ["Evicted", "EvictionRefused"]
+
+
+async def test_an_eviction_is_sent_once(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    api, _, applier = world
+    await applier.apply(Decisions(evictions=[evict("a")]))
+    await applier.apply(Decisions(evictions=[evict("a")]))  # still terminating next cycle
+    assert len(api.sent("POST", "/eviction")) == 1
+
+
+async def test_an_explanation_is_written_once_per_message(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    api, _, applier = world
+    ex = GangExplanation("pod:uid-a", "ns", "q", ["Unschedulable"], ["no node has 1 free GPU"])
+    await applier.apply(Decisions(explanations={"pod:uid-a": ex}))
+    await applier.apply(Decisions(explanations={"pod:uid-a": ex}))
+    (cond,) = api.sent("PATCH", "/pods/a/status")
+    assert cond.body["status"]["conditions"][0]["message"] == "no node has 1 free GPU"
+    assert [c.body["reason"] for c in api.sent("POST", "/events")] == ["FailedScheduling"]
+    changed = GangExplanation("pod:uid-a", "ns", "q", ["Unschedulable"], ["queue q is over its limit"])
+    await applier.apply(Decisions(explanations={"pod:uid-a": changed}))
+    assert len(api.sent("PATCH", "/pods/a/status")) == 2
+
+
+async def test_writes_beyond_the_budget_wait_for_the_next_cycle(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    _, _, applier = world
+    applier.write_budget = 2
+    d = Decisions(explanations={f"pod:uid-{n}": GangExplanation(f"pod:uid-{n}", "ns", "q", ["Unschedulable"], ["x"])
+                                for n in ("a", "b", "c")})
+    first = await applier.apply(d)
+    second = await applier.apply(d)
+    assert (first.writes, second.writes) == (2, 1)
