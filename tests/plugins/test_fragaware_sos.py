@@ -17,7 +17,7 @@ from shoal.model import GpuRequest
 from shoal.policy.fragaware import FragAwareWeights, MixEntry, encode_mix, ss_level_counts
 from shoal.sim.loaders.openb import OpenbNode, OpenbPod
 
-from .test_fragaware_plugin import World, fragaware_config, node
+from .test_fragaware import World, fragaware_config, node
 
 CPU = 4000
 # Mix sizes 0.3 / 0.6 / 0.8 -> gap levels [0, 0.3), [0.3, 0.6), [0.6, 0.8), [0.8, 1).

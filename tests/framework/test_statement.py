@@ -10,13 +10,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.reclaim_world import GIB, World
 from shoal.cycle import open_session
 from shoal.framework.config import SchedulerConfig
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 from shoal.model import GpuRequest, Pod, PodStatus
-
-from .reclaim_world import GIB, World
 
 
 def world(n_nodes: int, running: list[int], pending: int, shared: int) -> Session:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from core.reclaim_world import NOW, World, evicted_jobs
 from shoal.cycle import open_session
 from shoal.framework.config import PluginConfig, SchedulerConfig
 from shoal.plugins.minruntime import reclaim_start
-
-from .reclaim_world import NOW, World, evicted_jobs
 
 
 def tree() -> World:
