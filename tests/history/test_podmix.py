@@ -9,7 +9,7 @@ import pytest
 
 from shoal.framework.config import PluginConfig, SchedulerConfig
 from shoal.history.podmix import PodMixFeed, PodMixTracker
-from shoal.kube.cache import OTHER_JOB
+from shoal.kube.other_pods import OTHER_JOB
 from shoal.kube.service import SchedulerService, ServiceOptions
 from shoal.model import ClusterSnapshot, GpuRequest, Node, Pod, PodStatus
 from shoal.model.podmix import MixEntry

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from shoal.cycle import run_cycle
-from shoal.kube.cache import OTHER_JOB, ClusterCache
+from shoal.kube.cache import ClusterCache
 from shoal.kube.client import PODS
 from shoal.kube.informer import Gone, Informer
+from shoal.kube.other_pods import OTHER_JOB
 from shoal.model.status import PodStatus
 
 SCHED = "kai-scheduler"

@@ -95,11 +95,9 @@ class Hooks:
     preempt_victim_filters: list[VictimFilter] = field(default_factory=list)
     reclaim_validators: list[ScenarioValidator] = field(default_factory=list)
     preempt_validators: list[ScenarioValidator] = field(default_factory=list)
-    #: Predicates whose answer for a node depends only on that node and the task (not on other
-    #: nodes' pods): node choice caches them per node version.
+    #: Predicates answering from the node and the task alone: node choice caches them per node version.
     static_predicates: set[Predicate] = field(default_factory=set)
-    #: Node choice adds this to every node where the task fits on idle resources (KAI's
-    #: nodeavailability plugin); 0 = off.
+    #: Added to every node where the task fits on idle resources (nodeavailability); 0 = off.
     availability_score: float = 0.0
     #: Task capacity checks run per task during allocation (the predicates plugin's quota check).
     per_task_capacity: bool = False

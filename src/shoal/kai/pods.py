@@ -215,3 +215,17 @@ def _task_priority(value: str | None) -> tuple[int | None, bool]:
         return int(value), False
     except ValueError:
         return None, True
+
+
+def mutable_fields(obj: JSON) -> tuple[object, ...]:
+    """The parts of a pod object `pod_from` reads that can change after creation: an update that
+    leaves them equal (status noise: conditions, IPs, container states) needs no decoding.
+    Whoever makes `pod_from` read another mutable field adds it here."""
+    m = meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return (spec.get("nodeName"), status.get("phase"), m.get("deletionTimestamp"), repr(m.get("labels")),
+            repr(m.get("annotations")), repr(spec.get("schedulingGates")), status.get("nominatedNodeName"),
+            status.get("startTime"), repr(spec.get("containers")), repr(spec.get("initContainers")),
+            # Mutable on gated pods (tolerations: additions on any pod).
+            repr(spec.get("tolerations")), repr(spec.get("affinity")), repr(spec.get("nodeSelector")))

@@ -26,14 +26,14 @@ from shoal.kai.crds import implicit_podgroup, implicit_uid, podgroup_from, queue
 from shoal.kai.names import PODGROUP_ANNOTATION
 from shoal.kai.nodes import node_from
 from shoal.kai.objects import JSON, meta
-from shoal.kai.pods import placed_pod_from, pod_from
+from shoal.kai.pods import mutable_fields, placed_pod_from, pod_from
 from shoal.kai.units import ConvertError
 from shoal.kai.volumes import pv_from, pvc_from, storage_class_from
+from shoal.kube.other_pods import OTHER_JOB, other_group, other_usage
 from shoal.model.node import Node
 from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
 from shoal.model.queue import Queue
-from shoal.model.resources import GPU
 from shoal.model.snapshot import ClusterSnapshot
 from shoal.model.status import PodStatus
 from shoal.model.topology import Topology
@@ -41,7 +41,6 @@ from shoal.model.volumes import PersistentVolume, PersistentVolumeClaim, Storage
 
 logger = logging.getLogger(__name__)
 
-OTHER_JOB = "~other-schedulers"
 ASSUME_TTL = 30.0
 
 
@@ -62,8 +61,8 @@ class ClusterCache:
     clock: Callable[[], float]
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
-    #: What each of our pods was decoded from (`_signature`): an update with the same signature
-    #: (status noise: conditions, IPs, container states) needs no decoding.
+    #: What each of our pods was decoded from (`kai.pods.mutable_fields`): an update that leaves it
+    #: equal (status noise: conditions, IPs, container states) needs no decoding.
     signatures: dict[str, tuple[object, ...]] = field(default_factory=dict)
     other: dict[str, Pod] = field(default_factory=dict)
     podgroups: dict[str, PodGroup] = field(default_factory=dict)
@@ -116,7 +115,7 @@ class ClusterCache:
             self.held[uid] = obj  # the grouper will annotate it (or give up: mark_ungroupable)
             return
         self.held.pop(uid, None)
-        sig = _signature(obj)
+        sig = mutable_fields(obj)
         if self.signatures.get(uid) == sig and uid in self.pods:
             return  # only status noise changed: nothing to re-derive
         job = f"{ns}/{pg_name}" if pg_name else implicit_uid(uid)
@@ -381,16 +380,8 @@ class ClusterCache:
         other_used: dict[str, dict[str, int]] = {}
         if self.other:
             pods.extend(self.other.values())
-            podgroups.append(PodGroup(uid=OTHER_JOB, name=OTHER_JOB, namespace="", queue="", priority=1 << 30,
-                                      preemptible=False, creation=0.0, min_member=1))
-            for p in self.other.values():
-                used = other_used.setdefault(p.node or "", {})
-                used["cpu"] = used.get("cpu", 0) + p.cpu_milli
-                used["memory"] = used.get("memory", 0) + p.memory
-                if p.gpu.whole:
-                    used[GPU] = used.get(GPU, 0) + p.gpu.whole
-                for k, v in p.extended.items():
-                    used[k] = used.get(k, 0) + v
+            podgroups.append(other_group())
+            other_used = other_usage(self.other.values())
         return ClusterSnapshot(now=now, nodes=list(self.nodes.values()), pods=pods, podgroups=podgroups,
                                queues=list(self.queues.values()), topologies=list(self.topologies.values()),
                                other_used=other_used, namespace_labels=self.namespaces,
@@ -400,18 +391,6 @@ class ClusterCache:
         """The gang's pods that wait for a node (not Binding in flight either)."""
         pods = (self.pods.get(uid) for uid in self.pods_by_job.get(job, ()))
         return [p for p in pods if p is not None and p.status == PodStatus.PENDING and p.uid not in self.assumed]
-
-
-def _signature(obj: JSON) -> tuple[object, ...]:
-    """The parts of a pod `pod_from` reads that can change after creation."""
-    m = meta(obj)
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    return (spec.get("nodeName"), status.get("phase"), m.get("deletionTimestamp"), repr(m.get("labels")),
-            repr(m.get("annotations")), repr(spec.get("schedulingGates")), status.get("nominatedNodeName"),
-            status.get("startTime"), repr(spec.get("containers")), repr(spec.get("initContainers")),
-            # Mutable on gated pods (tolerations: additions on any pod).
-            repr(spec.get("tolerations")), repr(spec.get("affinity")), repr(spec.get("nodeSelector")))
 
 
 def _conditions(obj: JSON | None) -> object:

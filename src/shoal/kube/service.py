@@ -25,7 +25,7 @@ from shoal.framework.session import Session
 from shoal.history.podmix import PodMixFeed
 from shoal.kai.objects import meta
 from shoal.kube.applier import Applier, ApplyStats
-from shoal.kube.cache import OTHER_JOB, ClusterCache
+from shoal.kube.cache import ClusterCache
 from shoal.kube.client import (
     JSON,
     NAMESPACES,
@@ -46,6 +46,7 @@ from shoal.kube.grouper import PodGrouper
 from shoal.kube.informer import Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
+from shoal.kube.other_pods import OTHER_JOB
 from shoal.kube.visibility import VisibilityOptions, VisibilityService
 from shoal.model.snapshot import ClusterSnapshot
 

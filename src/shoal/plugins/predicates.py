@@ -18,7 +18,7 @@ from shoal.framework.interpod import affinity_filter
 from shoal.framework.jobs import Task
 from shoal.framework.nodefilters import node_index
 from shoal.framework.podindex import pod_index
-from shoal.framework.session import Session
+from shoal.framework.session import Predicate, Session
 from shoal.framework.spread import spread_filter
 from shoal.framework.volumes import volume_filter
 from shoal.model.resources import PODS_COL
@@ -30,18 +30,11 @@ def open_predicates(ssn: Session, args: dict[str, str]) -> None:
     per-task queue capacity check."""
     nodes = ssn.nodes.nodes
     ready = np.array([n.ready for n in nodes], dtype=bool)
-    is_mig = np.array([n.is_mig for n in nodes], dtype=bool)
-    strategy = np.array([n.mig_strategy for n in nodes])
     synced = np.array([n.gpu_memory_synced for n in nodes], dtype=bool)
     any_taints = any(n.taints for n in nodes)
     any_cordoned = any(n.unschedulable for n in nodes)
-    legacy_mig_nodes = np.zeros(len(nodes), dtype=bool)
-    for t in ssn.tasks.values():
-        if t.pod.legacy_mig and t.node >= 0 and t.status & ACTIVE_USED:
-            legacy_mig_nodes[t.node] = True
-
-    def pick(a: np.ndarray, rows: Rows) -> np.ndarray:
-        return a if rows is None else a[rows]
+    pick = _pick
+    resource_type = _resource_type_predicate(ssn)
 
     def conditions(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str]:
         return pick(ready, rows), "node is not ready"
@@ -50,21 +43,6 @@ def open_predicates(ssn: Session, args: dict[str, str]) -> None:
         sel = slice(None) if rows is None else rows
         free = s.nodes.idle[sel, PODS_COL] + s.nodes.releasing[sel, PODS_COL]
         return free > 0, "too many pods on the node"
-
-    def resource_type(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str] | None:
-        p = task.pod
-        if p.legacy_mig:
-            return np.zeros(len(pick(ready, rows)), dtype=bool), "legacy MIG pods are not scheduled"
-        if p.is_cpu_only:
-            return None
-        mig, strat = pick(is_mig, rows), pick(strategy, rows)
-        if p.mig:
-            return mig & ~pick(legacy_mig_nodes, rows) & (strat != "single"), "node does not offer the MIG profile"
-        # A MIG node takes only whole-GPU pods, and only under strategy `single` (its devices are
-        # whole MIG slices that cannot be shared by fraction or GPU memory); the strategy label
-        # means nothing on a node that is not MIG (KAI's GetMigStrategy: none).
-        whole = not p.gpu.is_shared
-        return ~mig | ((strat == "single") & whole), "node's GPUs are MIG-partitioned"
 
     def gpu_memory_synced(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str] | None:
         if not task.pod.gpu.is_gpu_memory:
@@ -91,6 +69,38 @@ def open_predicates(ssn: Session, args: dict[str, str]) -> None:
     # that changes (a pod placed) keeps them, so cached answers are not recomputed.
     ssn.hooks.static_predicates.update({resource_type, gpu_memory_synced, conditions, selectors})
     ssn.hooks.per_task_capacity = True
+
+
+def _pick(a: np.ndarray, rows: Rows) -> np.ndarray:
+    return a if rows is None else a[rows]
+
+
+def _resource_type_predicate(ssn: Session) -> Predicate:
+    """MIG versus regular and shared GPUs (node-local: reads only the node's MIG state)."""
+    nodes = ssn.nodes.nodes
+    is_mig = np.array([n.is_mig for n in nodes], dtype=bool)
+    strategy = np.array([n.mig_strategy for n in nodes])
+    legacy_mig_nodes = np.zeros(len(nodes), dtype=bool)
+    for t in ssn.tasks.values():
+        if t.pod.legacy_mig and t.node >= 0 and t.status & ACTIVE_USED:
+            legacy_mig_nodes[t.node] = True
+
+    def resource_type(s: Session, task: Task, rows: Rows) -> tuple[np.ndarray, str] | None:
+        p = task.pod
+        if p.legacy_mig:
+            return np.zeros(len(_pick(is_mig, rows)), dtype=bool), "legacy MIG pods are not scheduled"
+        if p.is_cpu_only:
+            return None
+        mig, strat = _pick(is_mig, rows), _pick(strategy, rows)
+        if p.mig:
+            return mig & ~_pick(legacy_mig_nodes, rows) & (strat != "single"), "node does not offer the MIG profile"
+        # A MIG node takes only whole-GPU pods, and only under strategy `single` (its devices are
+        # whole MIG slices that cannot be shared by fraction or GPU memory); the strategy label
+        # means nothing on a node that is not MIG (KAI's GetMigStrategy: none).
+        whole = not p.gpu.is_shared
+        return ~mig | ((strat == "single") & whole), "node's GPUs are MIG-partitioned"
+
+    return resource_type
 
 
 def _port_conflicts(ssn: Session, task: Task) -> np.ndarray:
