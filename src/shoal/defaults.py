@@ -43,7 +43,7 @@ def plugin_registry() -> dict[str, PluginOpen]:
         "nodeplacement": scoring.open_nodeplacement,
         "fragaware": fragaware.open_fragaware,
         "nominatednode": scoring.open_nominatednode,
-        # Pod-set order is built into the allocation (shoal.actions.job_allocation.pod_set_order).
+        # Pod-set order is built into the allocation (shoal.actions.common.job_allocation.pod_set_order).
         "subgrouporder": _noop,
         "dynamicresources": dynamicresources.open_dynamicresources,
         "minruntime": minruntime.open_minruntime,

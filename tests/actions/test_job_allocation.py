@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shoal.actions.job_allocation import subgroup_tree
+from shoal.actions.common.job_allocation import subgroup_tree
 from shoal.cycle import run_cycle
 from shoal.framework.config import SchedulerConfig
 from shoal.model import (

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shoal.actions.node_choice import dynamic_mask
+from shoal.actions.common.node_choice import dynamic_mask
 from shoal.cycle import open_session, run_cycle
 from shoal.framework.config import SchedulerConfig
 from shoal.framework.fit import fit_masks

@@ -8,20 +8,13 @@ in this action.
 
 from __future__ import annotations
 
-from shoal.actions.capacity_pruning import CapacityPruner
-from shoal.actions.job_allocation import allocate_job
+from shoal.actions.common.capacity_pruning import CapacityPruner
+from shoal.actions.common.job_allocation import allocate_job, eligible
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 from shoal.model.status import ALLOCATED, PodStatus
-
-
-def eligible(job: Job) -> bool:
-    """Ready (alive pods reach every minimum), has pending pods, sits in a leaf queue, and is not
-    backing off (KAI's schedulingBackoff)."""
-    return (job.queue is not None and job.has_pending() and job.queue.is_leaf and not job.pg.invalid_reasons
-            and not job.pg.backoff_blocked and job.is_ready())
 
 
 def run(ssn: Session) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.actions.job_allocation import tasks_to_allocate
-from shoal.actions.preemption import candidate_victims, run_preemptors
+from shoal.actions.common.job_allocation import tasks_to_allocate
+from shoal.actions.common.preemption import candidate_victims, run_preemptors
 from shoal.framework.cycle_state import StateKey
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import Session

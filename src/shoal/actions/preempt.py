@@ -3,8 +3,8 @@ lower priority. A non-preemptible preemptor may only use its queue's quota (ever
 
 from __future__ import annotations
 
-from shoal.actions.job_allocation import tasks_to_allocate
-from shoal.actions.preemption import candidate_victims, combine, run_preemptors
+from shoal.actions.common.job_allocation import tasks_to_allocate
+from shoal.actions.common.preemption import candidate_victims, combine, run_preemptors
 from shoal.framework.jobs import Job, capacity_request
 from shoal.framework.session import Session
 

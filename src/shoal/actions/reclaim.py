@@ -3,9 +3,9 @@ from preemptible jobs of other queues that are above theirs. The reclaimer is pi
 
 from __future__ import annotations
 
-from shoal.actions.job_allocation import tasks_to_allocate
-from shoal.actions.preemption import candidate_victims, combine, run_preemptors
-from shoal.actions.solver import request_vector
+from shoal.actions.common.job_allocation import tasks_to_allocate
+from shoal.actions.common.preemption import candidate_victims, combine, run_preemptors
+from shoal.actions.common.solver import request_vector
 from shoal.framework.jobs import Job
 from shoal.framework.session import Session
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.actions.node_choice import rejection_counts
+from shoal.actions.common.node_choice import rejection_counts
 from shoal.framework.jobs import QUEUE_COLUMNS, Job, QueueInfo, Task, capacity_request
 from shoal.framework.session import Session
 from shoal.model.resources import GPU_COL

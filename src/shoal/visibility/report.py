@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from shoal.actions.allocate import eligible
+from shoal.actions.common.job_allocation import eligible
 from shoal.framework.config import SchedulerConfig
 from shoal.framework.decisions import Decisions, GangExplanation
 from shoal.framework.job_queue import JobsByQueue

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.actions.job_allocation import record_capacity_failure, tasks_to_allocate
+from shoal.actions.common.job_allocation import record_capacity_failure, tasks_to_allocate
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, QueueInfo, capacity_request
 from shoal.framework.session import Session

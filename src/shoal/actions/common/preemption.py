@@ -5,10 +5,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 
-from shoal.actions.allocate import eligible
-from shoal.actions.job_allocation import tasks_to_allocate
-from shoal.actions.solver import Validator, VictimSolver, request_vector
-from shoal.actions.victims import feasible_nodes
+from shoal.actions.common.job_allocation import eligible, tasks_to_allocate
+from shoal.actions.common.solver import Validator, VictimSolver, request_vector
+from shoal.actions.common.victims import feasible_nodes
 from shoal.framework.cycle_state import StateKey
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task

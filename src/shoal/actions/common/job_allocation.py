@@ -13,13 +13,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shoal.actions.node_choice import best_node, rejection_counts
+from shoal.actions.common.node_choice import best_node, rejection_counts
 from shoal.framework.decisions import NO_NODES
 from shoal.framework.jobs import Job, PodSet, Task
 from shoal.framework.session import NodeSetsFn, Session
 from shoal.framework.statement import Statement
 from shoal.model.status import PodStatus
 from shoal.model.topology import TopologyConstraint
+
+
+def eligible(job: Job) -> bool:
+    """May `job` be scheduled at all: ready (alive pods reach every minimum), has pending pods,
+    sits in a leaf queue, is valid and is not backing off (KAI's schedulingBackoff)."""
+    return (job.queue is not None and job.has_pending() and job.queue.is_leaf and not job.pg.invalid_reasons
+            and not job.pg.backoff_blocked and job.is_ready())
 
 
 def pod_set_order(ps: PodSet) -> tuple[int, float, str]:
