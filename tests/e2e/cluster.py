@@ -104,7 +104,7 @@ def apply_deploy(client: Client, deploy: Path = DEPLOY) -> None:
             crds.append(client.create(obj))
     for crd in crds:
         wait_crd_served(client, crd)
-    for fname in ("priorityclasses.yaml", "rbac.yaml", "rbac-viewer.yaml"):
+    for fname in ("priorityclasses.yaml", "rbac.yaml", "rbac-viewer.yaml", "gpu-sharing.yaml"):
         for obj in codecs.load_all_yaml((deploy / fname).read_text()):
             client.create(obj)
 

@@ -33,13 +33,15 @@ class ShoalProcess:
     log: Path
     extra: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
+    #: Extra environment (e.g. SHOAL_FAILPOINT for the restart tests).
+    env: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> ShoalProcess:
         cmd = [sys.executable, "-m", "shoal.cli.main", "-v", "run",
                "--kubeconfig", str(self.cluster.scheduler_kubeconfig),
                "--scheduler-name", self.scheduler_name, "--period", "0.5s", *self.extra]
         out = self.log.open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ})
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         return self
 
     def kill(self) -> None:
@@ -62,12 +64,12 @@ class ShoalProcess:
 
 @pytest.fixture
 def shoal_runner(cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
-    """A factory `start(scheduler_name=None, *extra_args) -> ShoalProcess`; all stopped afterwards."""
+    """A factory `start(scheduler_name=None, *extra_args, env=None) -> ShoalProcess`; all stopped afterwards."""
     procs: list[ShoalProcess] = []
 
-    def start(scheduler_name: str | None = None, *extra: str) -> ShoalProcess:
+    def start(scheduler_name: str | None = None, *extra: str, env: dict[str, str] | None = None) -> ShoalProcess:
         name = scheduler_name or f"shoal-{uuid.uuid4().hex[:6]}"
-        p = ShoalProcess(cluster, name, tmp_path / f"shoal-{len(procs)}.log", list(extra))
+        p = ShoalProcess(cluster, name, tmp_path / f"shoal-{len(procs)}.log", list(extra), env=env or {})
         procs.append(p.start())
         return p
 

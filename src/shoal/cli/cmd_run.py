@@ -50,7 +50,42 @@ def register(subparsers: Any) -> None:
                    help="create PodGroups from pods' top owners like KAI's pod grouper (default: on); "
                         "off = a pod naming no PodGroup is its own gang of one")
     add_visibility_args(p)
+    add_sharing_args(p)
     p.set_defaults(func=run)
+
+
+def add_sharing_args(p: argparse.ArgumentParser) -> None:
+    from shoal.kai.sharing import ReservationSpec
+    from shoal.kube.gpusharing.options import MODES
+
+    d = ReservationSpec()
+    g = p.add_argument_group("GPU sharing (how gpu-fraction / gpu-memory pods get their device; docs/gpu-sharing.md)")
+    g.add_argument("--gpu-sharing", choices=MODES, default="labels",
+                   help="labels: group label and annotations only; reservation: KAI's reservation pods and shared-GPU "
+                        "ConfigMaps; fractioning: reservation pods and the GPU Fractioning Operator's annotations; "
+                        "auto: reservation if the reservation namespace exists (default: %(default)s)")
+    g.add_argument("--reservation-namespace", default=d.namespace, help="namespace of the reservation pods")
+    g.add_argument("--reservation-image", default=d.image, help="image of the reservation pods (shoal's own)")
+    g.add_argument("--reservation-service-account", default=d.service_account,
+                   help="service account of the reservation pods (may patch its own pod)")
+    g.add_argument("--reservation-runtime-class", default="", help="runtimeClassName of the reservation pods")
+    g.add_argument("--gpu-sharing-timeout", default="60s", metavar="DURATION",
+                   help="a shared pod whose device is not known by then gives its GPU group back "
+                        "(default: %(default)s)")
+
+
+def sharing_options(args: argparse.Namespace) -> Any:
+    """SharingOptions from the flags; ValueError naming the flag."""
+    from shoal.kai.sharing import ReservationSpec
+    from shoal.kube.gpusharing.options import SharingOptions
+
+    timeout = parse_duration(args.gpu_sharing_timeout)
+    if timeout <= 0:
+        raise ValueError(f"--gpu-sharing-timeout {args.gpu_sharing_timeout!r}: must be positive")
+    spec = ReservationSpec(namespace=args.reservation_namespace, image=args.reservation_image,
+                           service_account=args.reservation_service_account,
+                           runtime_class=args.reservation_runtime_class)
+    return SharingOptions(mode=args.gpu_sharing, reservation=spec, timeout=timeout)
 
 
 def add_visibility_args(p: argparse.ArgumentParser) -> None:
@@ -110,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--period {args.period!r}: must not be negative")
         config = load_config(args.config)
         visibility = visibility_options(args)
+        sharing = sharing_options(args)
     except (ValueError, ConfigError, OSError, yaml.YAMLError) as e:
         print(f"shoal run: {e}")
         return 2
@@ -117,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
                           metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                           leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
                           lease_name=args.lease_name, identity=args.identity, pod_grouper=args.pod_grouper,
-                          config_map=args.config_map, config_map_key=args.config_map_key, visibility=visibility)
+                          config_map=args.config_map, config_map_key=args.config_map_key, visibility=visibility,
+                          gpu_sharing=sharing)
 
     try:
         client = KubeClient(args.kubeconfig)

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "explain",
     "snapshot",
     "install_crds",
+    "gpu_reservation_agent",
 )
 
 

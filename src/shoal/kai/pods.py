@@ -23,6 +23,7 @@ from shoal.kai.names import (
     TASK_PRIORITY_LABEL,
 )
 from shoal.kai.objects import JSON, meta, timestamp
+from shoal.kai.sharing import is_reservation_pod
 from shoal.kai.units import ConvertError, fraction_request
 from shoal.kai.volumes import volume_claims_from
 from shoal.model.pod import GpuRequest, Pod
@@ -185,7 +186,8 @@ def pod_from(obj: JSON, job: str) -> Pod:
 def placed_pod_from(obj: JSON, job: str) -> Pod:
     """A pod another scheduler placed (or one of ours we cannot read) -> a model Pod on its node:
     what it uses, its labels and the inter-pod terms and host ports that constrain our pods.
-    KAI annotations are not read. Never raises: a part that cannot be decoded is left out."""
+    KAI annotations are not read; a GPU reservation pod holds no whole GPU of its own.
+    Never raises: a part that cannot be decoded is left out."""
     m = meta(obj)
     spec = obj.get("spec") or {}
     labels = dict(m.get("labels") or {})
@@ -202,7 +204,9 @@ def placed_pod_from(obj: JSON, job: str) -> Pod:
     return Pod(
         uid=str(m.get("uid")), name=str(m.get("name")), namespace=namespace, job=job,
         status=PodStatus.RELEASING if m.get("deletionTimestamp") else PodStatus.RUNNING,
-        cpu_milli=req.get(CPU, 0), memory=req.get(MEMORY, 0), gpu=GpuRequest(whole=req.get(GPU, 0)),
+        cpu_milli=req.get(CPU, 0), memory=req.get(MEMORY, 0),
+        # A reservation pod's device is its GPU group's, already counted by the group's pods (KAI).
+        gpu=GpuRequest(whole=0 if is_reservation_pod(obj) else req.get(GPU, 0)),
         extended=extended, node=spec.get("nodeName") or None, labels=labels, pod_affinity=affinity,
         host_ports=host_ports_from(spec), best_effort=False,
         creation=timestamp(m.get("creationTimestamp")) or 0.0)

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from typing import Protocol
 
 from shoal.framework.decisions import Bind, Decisions, Evict, GangExplanation
 from shoal.kai.names import (
-    GPU_GROUP_LABEL,
     LAST_START_ANNOTATION,
     PODGROUP_API,
     QUEUE_API,
@@ -43,14 +43,18 @@ from shoal.kube.client import (
     ApiError,
     KubeClient,
 )
+from shoal.kube.gpusharing.binder import sharing_patch
 from shoal.kube.metrics import SchedulerMetrics
 from shoal.model.volumes import SELECTED_NODE_ANNOTATION
 
 logger = logging.getLogger(__name__)
 
-RECEIVED_TYPE_ANNOTATION = "received-resource-type"
-GPU_PORTION_ANNOTATION = "gpu-portion"
-GPU_GROUPS_ANNOTATION = "shoal.dev/gpu-groups"
+
+
+class SharedBinds(Protocol):
+    """Binds of shared-GPU pods that must wait for their devices (kube.gpusharing.binder)."""
+
+    def spawn(self, b: Bind, finish: Callable[[], Awaitable[bool]]) -> None: ...
 
 
 def rfc3339(ts: float | None = None) -> str:
@@ -78,6 +82,9 @@ class Applier:
     written: dict[str, str] = field(default_factory=dict)
     evicting: set[str] = field(default_factory=set)
     semaphore: asyncio.Semaphore | None = None
+    #: Shared-GPU binds go through this hook when devices are assigned (`--gpu-sharing` modes
+    #: `reservation`, `fractioning`): it labels the pod, waits for the devices, then calls back.
+    gpu_sharing: SharedBinds | None = None
 
     async def apply(self, d: Decisions) -> ApplyStats:
         """Apply a whole cycle's decisions: placements first, then explanations and annotations."""
@@ -118,10 +125,17 @@ class Applier:
         if b.pod not in self.cache.pods:  # deleted since the snapshot
             self.cache.forget(b.pod)
             return
+        if b.gpu_groups and self.gpu_sharing is not None:
+            self.gpu_sharing.spawn(b, partial(self._bind_now, b, stats, sem, False))
+            return
+        await self._bind_now(b, stats, sem, True)
+
+    async def _bind_now(self, b: Bind, stats: ApplyStats, sem: asyncio.Semaphore, label: bool) -> bool:
+        """Volumes, then the binding (with the GPU group record first when `label`); True if bound."""
         async with sem:
             try:
-                if b.gpu_groups:
-                    await self.client.patch(PODS, b.name, _sharing_patch(b), b.namespace)
+                if b.gpu_groups and label:
+                    await self.client.patch(PODS, b.name, sharing_patch(b), b.namespace)
                 await self._bind_volumes(b, b.namespace)
                 await self.client.bind(b.namespace, b.name, b.pod, b.node)
             except ApiError as e:
@@ -131,16 +145,17 @@ class Applier:
                 if e.code != 404:
                     await self._event_quietly("Pod", b.namespace, b.name, b.pod, "FailedBinding",
                                               f"binding to {b.node} failed: {e.message}", warning=True)
-                return
+                return False
             except Exception as e:
                 stats.bind_failed += 1
                 self.cache.forget(b.pod)
                 logger.warning("bind %s/%s -> %s failed: %r", b.namespace, b.name, b.node, e)
-                return
+                return False
         stats.bound += 1
         self.written.pop(b.pod, None)
         if self.metrics is not None:
             self.metrics.pod_bound(b.namespace, b.name, self.cache.pods.get(b.pod), b)
+        return True
 
     async def _bind_volumes(self, b: Bind, namespace: str) -> None:
         """Before the pod: pre-bind each chosen static PV to its claim (the PV controller then
@@ -323,18 +338,6 @@ class Applier:
             await self.client.create(EVENTS, ev, ns)
         except Exception as e:
             logger.debug("event %s on %s/%s: %r", reason, namespace, name, e)
-
-
-def _sharing_patch(b: Bind) -> dict[str, object]:
-    """KAI-style GPU sharing record: group label(s), received type and portion annotations."""
-    labels: dict[str, str | None] = {GPU_GROUP_LABEL: b.gpu_groups[0]}
-    if len(b.gpu_groups) > 1:
-        labels.update({f"{GPU_GROUP_LABEL}/{g}": g for g in b.gpu_groups})
-    return {"metadata": {"labels": labels, "annotations": {
-        RECEIVED_TYPE_ANNOTATION: b.resource_type,
-        GPU_PORTION_ANNOTATION: f"{b.gpu_portion_milli / 1000:.2f}",
-        GPU_GROUPS_ANNOTATION: ",".join(b.gpu_groups),
-    }}}
 
 
 def _victim_sets(evictions: list[Evict]) -> list[list[Evict]]:

@@ -42,6 +42,9 @@ from shoal.kube.client import (
     KubeClient,
 )
 from shoal.kube.config_watch import ConfigMapSource, parse_configmap_ref
+from shoal.kube.gpusharing import reconcile as sharing_reconcile
+from shoal.kube.gpusharing.binder import SharingBinder
+from shoal.kube.gpusharing.options import SharingOptions
 from shoal.kube.grouper import PodGrouper
 from shoal.kube.informer import Informer
 from shoal.kube.leader import LeaderElector
@@ -76,6 +79,8 @@ class ServiceOptions:
     config_map_key: str = "config.yaml"
     #: The published scheduling report and start-time predictions (shoal.kube.visibility).
     visibility: VisibilityOptions = field(default_factory=VisibilityOptions)
+    #: How shared-GPU pods get their device (shoal.kube.gpusharing.options).
+    gpu_sharing: SharingOptions = field(default_factory=SharingOptions)
 
 
 class SchedulerService:
@@ -86,6 +91,9 @@ class SchedulerService:
         self.cache = ClusterCache(options.scheduler_name, time.time)
         self.applier = Applier(client, self.cache, options.scheduler_name, self.metrics)
         self.grouper = PodGrouper(client, self.cache) if options.pod_grouper else None
+        # Always fed (reservation pods are few); attached to the applier once the mode needs it.
+        self.sharing = SharingBinder(client, self.cache, options.gpu_sharing, self._sharing_event)
+        self._sharing_synced = False
         self.cache.require_podgroup = self.grouper is not None
         self.informers = [
             Informer(client, PRIORITY_CLASSES, self.cache.on_priority_class),
@@ -126,8 +134,25 @@ class SchedulerService:
         elif self.mix_feed is None:
             self.mix_feed = PodMixFeed(ignored_jobs={OTHER_JOB})
 
+    async def _sharing_event(self, kind: str, namespace: str, name: str, uid: str, reason: str,
+                             message: str) -> None:
+        await self.applier._event_quietly(kind, namespace, name, uid, reason, message, warning=True)
+
+    def _start_sharing(self) -> asyncio.Task[None] | None:
+        """Resolve `auto` (reservation iff its namespace exists) and, for a handshake mode, attach
+        the shared-GPU binder to the applier and start its reconciler."""
+        opts = self.opts.gpu_sharing
+        if opts.mode == "auto":
+            opts.mode = "reservation" if opts.reservation.namespace in self.cache.namespaces else "labels"
+            logger.info("GPU sharing mode: %s (auto)", opts.mode)
+        if not opts.handshake:
+            return None
+        self.applier.gpu_sharing = self.sharing
+        return asyncio.create_task(sharing_reconcile.run(self.sharing, self._leading), name="gpu-sharing")
+
     def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         self.visibility.on_pod(old, new)
+        self.sharing.on_pod(kind, old, new)
         self.cache.on_pod(kind, old, new)
         if self.grouper is not None and self._leading():
             self.grouper.on_pod(kind, old, new)
@@ -160,6 +185,9 @@ class SchedulerService:
             if self.grouper is not None:
                 tasks.append(asyncio.create_task(self.grouper.run(), name="pod-grouper"))
             tasks.append(asyncio.create_task(self.visibility.run(), name="visibility"))
+            sharing_task = self._start_sharing()
+            if sharing_task is not None:
+                tasks.append(sharing_task)
             await self._loop()
         finally:
             for t in tasks:
@@ -178,6 +206,7 @@ class SchedulerService:
         last = 0.0
         while True:
             if not self._leading():
+                self._sharing_synced = False
                 await self.elector.became_leader.wait()
                 # A new leader starts from what the API says, not from what it assumed before.
                 self.cache.assumed.clear()
@@ -185,6 +214,11 @@ class SchedulerService:
                     for obj in list(self.cache.held.values()):
                         self.grouper.on_pod("ADDED", None, obj)
                 continue
+            if self.applier.gpu_sharing is not None and not self._sharing_synced:
+                # Rebuild from labels before deciding anything: orphans go, every GPU one reservation.
+                report = await sharing_reconcile.reconcile(self.sharing)
+                logger.info("GPU sharing rebuilt: %s", report)
+                self._sharing_synced = True
             gap = self.opts.min_gap - (time.monotonic() - last)
             if gap > 0:
                 await asyncio.sleep(gap)

@@ -1,0 +1,202 @@
+"""GPU sharing on the real test API server (issue #15): reservation pods, the device handshake, the
+shared-GPU ConfigMaps, clean-up, restarts in the middle, and the Fractioning Operator's annotations.
+
+kwok "runs" every pod; `FakeDevicePlugin` (sharing_fixtures.py) gives each reservation pod a device
+UUID of its node through the real agent code. Pods are linked to their ConfigMaps by
+`kai.sharing.link_configmaps`, the mutation the admission webhook applies.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from lightkube import ApiError
+from lightkube.resources.core_v1 import ConfigMap, Pod
+
+from shoal.kai.sharing import (
+    RESERVATION_NAMESPACE,
+    ReservationSpec,
+    fraction_container,
+    link_configmaps,
+    new_configmap_prefix,
+    reservation_pod,
+)
+
+from .cluster import KEnv, eventually
+from .scheduler_fixtures import create, ensure_queue, events_for, pod_manifest, shoal_runner  # noqa: F401
+from .sharing_fixtures import (  # noqa: F401
+    FakeDevicePlugin,
+    configmap_data,
+    device_plugin,
+    fractiond_env,
+    groups_of,
+    reservation_devices,
+    reservations,
+)
+
+SHARING = ("--gpu-sharing", "reservation", "--gpu-sharing-timeout", "20s")
+
+
+def linked(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest as the mutating webhook returns it."""
+    ref = fraction_container(manifest)
+    return link_configmaps(manifest, ref, new_configmap_prefix(manifest, ref, secrets.token_hex(4)[:7]))
+
+
+def shared_pod(name: str, sched: str, queue: str, **annotations: str) -> dict[str, Any]:
+    return linked(pod_manifest(name, sched, queue=queue, annotations=annotations))
+
+
+def bound(kenv: KEnv, *names: str, timeout: float = 60) -> list[Any]:
+    def probe() -> list[Any] | None:
+        pods = [kenv.client.get(Pod, n, namespace=kenv.namespace) for n in names]
+        return pods if all(p.spec.nodeName for p in pods) else None
+
+    return eventually(probe, timeout, what=f"{names} bound")
+
+
+def devices_of(kenv: KEnv, pod: Any) -> str:
+    return eventually(lambda: configmap_data(kenv.client, pod).get("NVIDIA_VISIBLE_DEVICES"), 20,
+                      what=f"NVIDIA_VISIBLE_DEVICES of {pod.metadata.name}")
+
+
+def assert_consistent(kenv: KEnv, plugin: FakeDevicePlugin, pods: list[Any]) -> None:
+    """Every GPU has at most one reservation pod, each group one, and each pod's ConfigMap carries
+    its groups' reserved devices."""
+    assert plugin.errors == []
+    by_key = reservation_devices(kenv)
+    assert all(len(devs) == 1 and devs[0] for devs in by_key.values()), by_key
+    all_devices = [devs[0] for devs in by_key.values()]
+    assert len(all_devices) == len(set(all_devices)), f"a GPU reserved twice: {by_key}"
+    for pod in pods:
+        pod = kenv.client.get(Pod, pod.metadata.name, namespace=pod.metadata.namespace)
+        want = ",".join(by_key[(pod.spec.nodeName, g)][0] for g in groups_of(pod))
+        assert configmap_data(kenv.client, pod).get("NVIDIA_VISIBLE_DEVICES") == want, pod.metadata.name
+
+
+def test_two_halves_share_one_reservation_and_a_third_gets_another_gpu(
+        kenv: KEnv, shoal_runner: Any, device_plugin: FakeDevicePlugin) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=2)
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner(None, *SHARING)
+    for name in ("a", "b"):
+        create(kenv, shared_pod(name, sched.scheduler_name, queue, **{"gpu-fraction": "0.5"}))
+    a, b = bound(kenv, "a", "b")
+    assert groups_of(a) == groups_of(b), "two halves on one node share one GPU group"
+    assert len(reservations(kenv)) == 1
+    dev = devices_of(kenv, a)
+    assert dev.startswith(f"GPU-{node}-") and devices_of(kenv, b) == dev
+    assert configmap_data(kenv.client, a)["GPU_PORTION"] == "0.50"
+    create(kenv, shared_pod("c", sched.scheduler_name, queue, **{"gpu-fraction": "0.5"}))
+    (c,) = bound(kenv, "c")
+    other = devices_of(kenv, c)
+    assert other.startswith(f"GPU-{node}-") and other != dev
+    assert len(reservations(kenv)) == 2
+    assert_consistent(kenv, device_plugin, [a, b, c])
+    # Deleting the pods removes the reservation pods and the ConfigMaps.
+    cms = [n for p in (a, b, c) for n in configmap_data_names(p)]
+    kenv.client.deletecollection(Pod, namespace=kenv.namespace, grace_period=0)
+    eventually(lambda: not reservations(kenv), 30, what="reservation pods deleted")
+    eventually(lambda: not [n for n in cms if exists(kenv, n)], 30, what="ConfigMaps deleted")
+
+
+def configmap_data_names(pod: Any) -> list[str]:
+    from shoal.kai.sharing import configmap_names
+
+    obj = pod.to_dict()
+    return list(configmap_names(obj["metadata"]["annotations"]["runai/shared-gpu-configmap"], fraction_container(obj)))
+
+
+def exists(kenv: KEnv, name: str) -> bool:
+    try:
+        kenv.client.get(ConfigMap, name, namespace=kenv.namespace)
+    except ApiError as e:
+        if e.status.code == 404:
+            return False
+        raise
+    return True
+
+
+def test_multi_device_fraction_and_gpu_memory_pods(kenv: KEnv, shoal_runner: Any,
+                                                   device_plugin: FakeDevicePlugin) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=4, labels={"nvidia.com/gpu.memory": "40000"})
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner(None, *SHARING)
+    create(kenv, shared_pod("two", sched.scheduler_name, queue,
+                            **{"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}))
+    create(kenv, shared_pod("mem", sched.scheduler_name, queue, **{"gpu-memory": "10000"}))
+    two, mem = bound(kenv, "two", "mem")
+    devs = devices_of(kenv, two).split(",")
+    assert len(devs) == 2 and len(set(devs)) == 2 and all(d.startswith(f"GPU-{node}-") for d in devs)
+    assert configmap_data(kenv.client, mem)["GPU_PORTION"] == "0.25"  # 10000 of 40000 MiB (KAI floors the device to 100s and rounds up)
+    devices_of(kenv, mem)
+    assert_consistent(kenv, device_plugin, [two, mem])
+
+
+def test_no_device_in_time_releases_the_group_and_says_why(kenv: KEnv, shoal_runner: Any,
+                                                           device_plugin: FakeDevicePlugin) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=1)
+    device_plugin.silent_nodes.add(node)
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner(None, "--gpu-sharing", "reservation", "--gpu-sharing-timeout", "3s")
+    create(kenv, shared_pod("late", sched.scheduler_name, queue, **{"gpu-fraction": "0.5"}))
+    ev = eventually(lambda: events_for(kenv.client, "late", kenv.namespace, "GPUSharingFailed") or None, 40,
+                    what="GPUSharingFailed event")
+    assert "no GPU device reported by reservation pod" in ev[0].message and node in ev[0].message
+    pod = kenv.client.get(Pod, "late", namespace=kenv.namespace)
+    assert not pod.spec.nodeName, "a pod without a known device is never bound"
+    # Once the node's agent answers, the next attempt goes through.
+    device_plugin.silent_nodes.clear()
+    (late,) = bound(kenv, "late")
+    assert devices_of(kenv, late).startswith(f"GPU-{node}-")
+    eventually(lambda: len(reservations(kenv)) == 1, 20, what="one reservation pod left")
+    assert_consistent(kenv, device_plugin, [late])
+
+
+def test_restart_between_reservation_and_bind(kenv: KEnv, shoal_runner: Any,
+                                              device_plugin: FakeDevicePlugin) -> None:
+    kenv.add_gpu_nodes(1, gpus=2)
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner(None, *SHARING, env={"SHOAL_FAILPOINT": "reserved"})
+    create(kenv, shared_pod("p", sched.scheduler_name, queue, **{"gpu-fraction": "0.5"}))
+    eventually(lambda: sched.proc.poll() == 17, 60, what="the scheduler to crash after reserving")
+    assert len(reservations(kenv)) == 1
+    assert not kenv.client.get(Pod, "p", namespace=kenv.namespace).spec.nodeName
+    shoal_runner(sched.scheduler_name, *SHARING)
+    (p,) = bound(kenv, "p")
+    devices_of(kenv, p)
+    eventually(lambda: len(reservations(kenv)) == 1, 20, what="the interrupted reservation gone")
+    assert_consistent(kenv, device_plugin, [p])
+
+
+def test_restart_between_bind_and_configmap_write(kenv: KEnv, shoal_runner: Any,
+                                                  device_plugin: FakeDevicePlugin) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=3)
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner(None, *SHARING, env={"SHOAL_FAILPOINT": "bound"})
+    create(kenv, shared_pod("p", sched.scheduler_name, queue, **{"gpu-fraction": "0.5"}))
+    eventually(lambda: sched.proc.poll() == 17, 60, what="the scheduler to crash after binding")
+    (p,) = bound(kenv, "p")
+    # shoal writes the ConfigMap before binding; a binder that wrote it after (or a lost write)
+    # leaves this state: the pod bound, its ConfigMap without the device.
+    for name in configmap_data_names(p):
+        kenv.client.delete(ConfigMap, name, namespace=kenv.namespace)
+    # A second shared pod arrives while the scheduler is down, and an orphan reservation pod is
+    # left by a group nobody uses any more.
+    create(kenv, shared_pod("q", sched.scheduler_name, queue, **{"gpu-fraction": "0.5"}))
+    orphan = reservation_pod(node, "9", ReservationSpec())
+    kenv.client.create(Pod.from_dict(orphan), namespace=RESERVATION_NAMESPACE)
+    eventually(lambda: len(reservations(kenv)) == 2, 10, what="the orphan reservation pod")
+    shoal_runner(sched.scheduler_name, *SHARING)
+    (q,) = bound(kenv, "q")
+    devices_of(kenv, p)
+    devices_of(kenv, q)
+    eventually(lambda: all(g != "9" for _, g in reservation_devices(kenv)), 20,
+               what="the orphan reservation pod deleted")
+    assert_consistent(kenv, device_plugin, [p, q])
