@@ -200,3 +200,27 @@ def test_restart_between_bind_and_configmap_write(kenv: KEnv, shoal_runner: Any,
     eventually(lambda: all(g != "9" for _, g in reservation_devices(kenv)), 20,
                what="the orphan reservation pod deleted")
     assert_consistent(kenv, device_plugin, [p, q])
+
+
+def test_fractioning_operator_annotations_are_written_before_the_bind(
+        kenv: KEnv, shoal_runner: Any, device_plugin: FakeDevicePlugin) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=2, labels={"nvidia.com/gpu.memory": "40000"})
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner(None, "--gpu-sharing", "fractioning", "--gpu-sharing-timeout", "20s")
+    half = pod_manifest("half", sched.scheduler_name, queue=queue,
+                        annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "trainer"})
+    half["spec"]["containers"].insert(0, {"name": "sidecar", "image": "busybox"})
+    half["spec"]["containers"][1]["name"] = "trainer"
+    create(kenv, half)  # not linked to ConfigMaps: fractiond needs none
+    create(kenv, pod_manifest("mem", sched.scheduler_name, queue=queue, annotations={"gpu-memory": "10000"}))
+    half_pod, mem_pod = bound(kenv, "half", "mem")
+    by_key = reservation_devices(kenv)
+    env = fractiond_env(half_pod, "trainer")
+    assert env == {"NVIDIA_VISIBLE_DEVICES": by_key[(node, groups_of(half_pod)[0])][0],
+                   "NVIDIA_GPU_MEMORY_REQUESTS": "20000", "NVIDIA_GPU_MEMORY_LIMITS": "20000"}
+    assert fractiond_env(half_pod, "sidecar") == {}, "only the named container gets the GPU"
+    env = fractiond_env(mem_pod, "main")
+    assert env["NVIDIA_VISIBLE_DEVICES"] == by_key[(node, groups_of(mem_pod)[0])][0]
+    assert env["NVIDIA_GPU_MEMORY_LIMITS"] == "10000"
+    assert device_plugin.errors == []
