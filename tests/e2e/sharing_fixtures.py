@@ -11,14 +11,24 @@ serve (every device of the node already reserved): a second reservation of one G
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from lightkube import ApiError as LightkubeError
 from lightkube import Client
+from lightkube.resources.admissionregistration_v1 import (
+    MutatingWebhookConfiguration,
+    ValidatingWebhookConfiguration,
+)
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from shoal.kai.sharing import (
@@ -32,6 +42,7 @@ from shoal.kai.sharing import (
 )
 from shoal.kube.client import NODES, PODS, ApiError, KubeClient
 from shoal.kube.gpusharing.agent import run_agent
+from shoal.kube.webhook.certs import write_self_signed
 
 from .cluster import Cluster, KEnv
 
@@ -154,3 +165,59 @@ def fractiond_env(pod: Any, container: str) -> dict[str, str]:
             assert value.endswith("Mi"), value
             env[var] = value.removesuffix("Mi")
     return env
+
+
+@dataclass
+class Webhook:
+    """`shoal webhook` on a loopback port, registered for one namespace by `url` with its self-signed CA."""
+
+    cluster: Cluster
+    kenv: KEnv
+    scheduler_name: str
+    tmp: Path
+    port: int = 0
+    names: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Webhook:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        write_self_signed(self.tmp, ["127.0.0.1"])
+        cmd = [sys.executable, "-m", "shoal.cli.main", "webhook",
+               "--kubeconfig", str(self.cluster.scheduler_kubeconfig),
+               "--scheduler-name", self.scheduler_name, "--host", "127.0.0.1", "--port", str(self.port),
+               "--tls-cert", str(self.tmp / "tls.crt"), "--tls-key", str(self.tmp / "tls.key")]
+        self.proc = subprocess.Popen(cmd, stdout=(self.tmp / "webhook.log").open("ab"), stderr=subprocess.STDOUT)
+        return self
+
+    def register(self, failure_policy: str = "Fail", port: int | None = None) -> None:
+        """Mutating (pods) and validating (pods, PodGroups) configurations for the test's namespace."""
+        ca = base64.b64encode((self.tmp / "tls.crt").read_bytes()).decode()
+        base = f"https://127.0.0.1:{port or self.port}"
+        selector = {"matchLabels": {"kubernetes.io/metadata.name": self.kenv.namespace}}
+
+        def hook(name: str, path: str, resource: str, group: str, version: str) -> dict[str, Any]:
+            return {"name": f"{name}.shoal.dev", "clientConfig": {"url": base + path, "caBundle": ca},
+                    "rules": [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"],
+                               "resources": [resource]}],
+                    "failurePolicy": failure_policy, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                    "namespaceSelector": selector, "timeoutSeconds": 10}
+
+        name = f"shoal-{self.kenv.namespace}"[:63]
+        self.names.append(name)
+        self.kenv.client.create(MutatingWebhookConfiguration.from_dict({
+            "metadata": {"name": name}, "webhooks": [hook("pods", "/mutate-pods", "pods", "", "v1")]}))
+        self.kenv.client.create(ValidatingWebhookConfiguration.from_dict({
+            "metadata": {"name": name}, "webhooks": [
+                hook("pods", "/validate-pods", "pods", "", "v1"),
+                hook("podgroups", "/validate-podgroups", "podgroups", "scheduling.run.ai", "v2alpha2")]}))
+
+    def stop(self) -> None:
+        for name in self.names:
+            for res in (MutatingWebhookConfiguration, ValidatingWebhookConfiguration):
+                with contextlib.suppress(LightkubeError):
+                    self.kenv.client.delete(res, name)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)

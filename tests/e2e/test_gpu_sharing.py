@@ -9,8 +9,12 @@ UUID of its node through the real agent code. Pods are linked to their ConfigMap
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from lightkube import ApiError
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
@@ -23,10 +27,18 @@ from shoal.kai.sharing import (
     reservation_pod,
 )
 
-from .cluster import KEnv, eventually
-from .scheduler_fixtures import create, ensure_queue, events_for, pod_manifest, shoal_runner  # noqa: F401
+from .cluster import KEnv, data_text, eventually
+from .scheduler_fixtures import (  # noqa: F401
+    create,
+    ensure_queue,
+    events_for,
+    pod_manifest,
+    pod_state,
+    shoal_runner,
+)
 from .sharing_fixtures import (  # noqa: F401
     FakeDevicePlugin,
+    Webhook,
     configmap_data,
     device_plugin,
     fractiond_env,
@@ -131,7 +143,7 @@ def test_multi_device_fraction_and_gpu_memory_pods(kenv: KEnv, shoal_runner: Any
     two, mem = bound(kenv, "two", "mem")
     devs = devices_of(kenv, two).split(",")
     assert len(devs) == 2 and len(set(devs)) == 2 and all(d.startswith(f"GPU-{node}-") for d in devs)
-    assert configmap_data(kenv.client, mem)["GPU_PORTION"] == "0.25"  # 10000 of 40000 MiB (KAI floors the device to 100s and rounds up)
+    assert configmap_data(kenv.client, mem)["GPU_PORTION"] == "0.25"  # 10000 of 40000 MiB
     devices_of(kenv, mem)
     assert_consistent(kenv, device_plugin, [two, mem])
 
@@ -224,3 +236,125 @@ def test_fractioning_operator_annotations_are_written_before_the_bind(
     assert env["NVIDIA_VISIBLE_DEVICES"] == by_key[(node, groups_of(mem_pod)[0])][0]
     assert env["NVIDIA_GPU_MEMORY_LIMITS"] == "10000"
     assert device_plugin.errors == []
+
+
+# ------------------------------------------------------------------------------------ the webhook
+
+
+@pytest.fixture
+def webhook_for(kenv: KEnv, tmp_path: Path) -> Iterator[Any]:
+    hooks: list[Webhook] = []
+
+    def start(scheduler_name: str) -> Webhook:
+        hooks.append(Webhook(kenv.cluster, kenv, scheduler_name, tmp_path / f"wh{len(hooks)}").start())
+        return hooks[-1]
+
+    yield start
+    for h in hooks:
+        h.stop()
+
+
+def refused(kenv: KEnv, manifest: dict[str, Any]) -> str:
+    """The API server's refusal message for creating `manifest` (fails if it is accepted)."""
+    try:
+        create(kenv, manifest)
+    except ApiError as e:
+        return str(e.status.message)
+    raise AssertionError(f"{manifest['metadata']['name']} was accepted")
+
+
+def bad_pods(sched: str, queue: str, parent: str) -> list[tuple[dict[str, Any], str]]:
+    whole = pod_manifest("whole-and-fraction", sched, queue=queue, gpus=1, annotations={"gpu-fraction": "0.5"})
+    return [
+        (pod_manifest("too-big", sched, queue=queue, annotations={"gpu-fraction": "1.5"}), "gpu-fraction='1.5'"),
+        (pod_manifest("zero", sched, queue=queue, annotations={"gpu-fraction": "0"}), "gpu-fraction='0'"),
+        (pod_manifest("word", sched, queue=queue, annotations={"gpu-fraction": "half"}), "not a number"),
+        (whole, "gpu-fraction with an nvidia.com/gpu request"),
+        (pod_manifest("neg-mem", sched, queue=queue, annotations={"gpu-memory": "-5"}), "gpu-memory='-5'"),
+        (pod_manifest("no-queue", sched, queue="no-such-queue"), "kai.scheduler/queue='no-such-queue'"),
+        (pod_manifest("parent", sched, queue=parent), "not a leaf"),
+        (pod_manifest("no-container", sched, queue=queue,
+                      annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "nope"}),
+         "gpu-fraction-container-name='nope'"),
+    ]
+
+
+def test_webhook_refuses_bad_input_and_links_fractional_pods(
+        kenv: KEnv, shoal_runner: Any, device_plugin: FakeDevicePlugin, webhook_for: Any) -> None:
+    kenv.add_gpu_nodes(1, gpus=2)
+    queue, parent = f"q-{kenv.node_prefix[-6:]}", f"p-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, parent)
+    ensure_queue(kenv.client, queue, parent=parent)
+    sched = shoal_runner(None, *SHARING)
+    hook = webhook_for(sched.scheduler_name)
+    hook.register()
+    eventually(lambda: _refuses(kenv, sched.scheduler_name, queue), 30, what="the webhook answering")
+    for manifest, field_name in bad_pods(sched.scheduler_name, queue, parent):
+        message = refused(kenv, manifest)
+        assert field_name in message, (manifest["metadata"]["name"], message)
+    pg = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg"},
+          "spec": {"minMember": 2, "queue": queue, "minSubGroup": 3,
+                   "subGroups": [{"name": "a", "minMember": 1}, {"name": "b", "minMember": 1}]}}
+    assert "spec.minSubGroup: 3 is impossible" in refused(kenv, pg)
+    assert "spec.minMember" in refused(kenv, {**pg, "spec": {"minMember": -1, "queue": queue}})
+    # Other schedulers' pods pass untouched, whatever they carry.
+    create(kenv, pod_manifest("theirs", "default-scheduler", queue="nowhere", annotations={"gpu-fraction": "7"}))
+    # A good fractional pod is linked to its ConfigMaps and gets its device.
+    create(kenv, pod_manifest("good", sched.scheduler_name, queue=queue, annotations={"gpu-fraction": "0.5"}))
+    (good,) = bound(kenv, "good")
+    assert (good.metadata.annotations or {}).get("runai/shared-gpu-configmap")
+    assert devices_of(kenv, good).startswith("GPU-")
+    assert_consistent(kenv, device_plugin, [good])
+
+
+def _refuses(kenv: KEnv, sched: str, queue: str) -> bool:
+    try:
+        kenv.client.create(Pod.from_dict(pod_manifest("probe", sched, queue=queue,
+                                                      annotations={"gpu-fraction": "9"})),
+                           namespace=kenv.namespace, dry_run=True)
+    except ApiError as e:
+        return "gpu-fraction" in str(e.status.message)
+    return False
+
+
+def test_webhook_down_with_ignore_lets_pods_through_and_the_scheduler_reports_them(
+        kenv: KEnv, shoal_runner: Any, webhook_for: Any) -> None:
+    kenv.add_gpu_nodes(1, gpus=1)
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    sched = shoal_runner(None, *SHARING)
+    hook = webhook_for(sched.scheduler_name)
+    hook.proc.terminate()
+    hook.register("Ignore")
+    create(kenv, pod_manifest("bad", sched.scheduler_name, queue=queue, annotations={"gpu-fraction": "1.5"}))
+
+    def reported() -> str | None:
+        _, _, cond = pod_state(kenv.client, "bad", kenv.namespace)
+        return cond.message if cond is not None and cond.reason == "Unschedulable" else None
+
+    assert "gpu-fraction" in eventually(reported, 30, what="the scheduler's report")
+
+
+@pytest.mark.parametrize("example", ["gpu-sharing--gpu-sharing.yaml", "gpu-sharing--gpu-memory.yaml",
+                                     "gpu-sharing--gpu-sharing-non-default-container.yaml",
+                                     "gpu-sharing--gpu-sharing-init-container.yaml"])
+def test_kai_gpu_sharing_examples_run_unchanged(kenv: KEnv, shoal_runner: Any, device_plugin: FakeDevicePlugin,
+                                               webhook_for: Any, example: str) -> None:
+    kenv.add_gpu_nodes(1, gpus=2, labels={"nvidia.com/gpu.memory": "40000"})
+    ensure_queue(kenv.client, "default-queue")
+    shoal_runner("kai-scheduler", *SHARING)
+    webhook_for("kai-scheduler").register()
+    (doc,) = [d for d in yaml.safe_load_all(data_text(f"kai-examples/{example}")) if d]
+    eventually(lambda: _refuses(kenv, "kai-scheduler", "default-queue"), 30, what="the webhook answering")
+    create(kenv, doc)
+    (pod,) = bound(kenv, doc["metadata"]["name"])
+    data = configmap_data(kenv.client, pod)
+    assert devices_of(kenv, pod).startswith("GPU-")
+    assert data["GPU_PORTION"] == ("0.05" if "gpu-memory" in example else "0.50")  # 2000 of 40000 MiB
+    ref = fraction_container(pod.to_dict())
+    container = (pod.spec.initContainers if ref.init else pod.spec.containers)[ref.index]
+    assert container.name == doc["metadata"]["annotations"].get("gpu-fraction-container-name", container.name)
+    assert any(e.configMapRef and e.configMapRef.name.endswith("-evar") for e in container.envFrom or [])
+    others = [c for c in pod.spec.containers + (pod.spec.initContainers or []) if c is not container]
+    assert not any(c.envFrom for c in others), "only the fraction container is linked"
+    assert_consistent(kenv, device_plugin, [pod])

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "snapshot",
     "install_crds",
     "gpu_reservation_agent",
+    "webhook",
 )
 
 
