@@ -132,3 +132,42 @@ def test_running_integrals_match_the_samples(times: list[float]) -> None:
         t = nxt
     for q in ("a", "b"):
         assert running.usage(t + 40)[q]["gpu"] == pytest.approx(samples.usage(t + 40)[q]["gpu"], rel=1e-9)
+
+
+@pytest.mark.parametrize("params", [
+    pytest.param({"window": 300.0, "half_life": 100.0}, id="sliding with decay"),
+    pytest.param({"window": 300.0}, id="sliding without decay"),
+    pytest.param({"window": 250.0, "window_type": "tumbling", "half_life": 100.0}, id="tumbling"),
+])
+def test_export_and_restore_give_the_same_usage(params: dict[str, object]) -> None:
+    import json
+
+    a = store(**params)
+    for t in range(0, 400, 7):
+        a.record(float(t), {"x": (float(t % 3) * 1000, 0.0, 0.0), "y": (1000.0, 5.0, 0.0)}, CAP)
+    b = UsageHistory.restore(a.params, json.loads(json.dumps(a.export())))
+    for s in (a, b):
+        s.record(420.0, {"x": (8000.0, 0.0, 0.0)}, CAP)
+    for now in (430.0, 700.0):
+        ua, ub = a.usage(now), b.usage(now)
+        assert ua.keys() == ub.keys()
+        for q in ua:
+            assert ub[q]["gpu"] == pytest.approx(ua[q]["gpu"], rel=1e-9, abs=1e-12)
+
+
+def test_a_long_window_is_compacted_for_export() -> None:
+    a = store(window=10_000.0, half_life=5_000.0)
+    for t in range(0, 20_000, 3):
+        a.record(float(t), {"x": (8000.0 if (t // 900) % 2 else 0.0, 0.0, 0.0)}, CAP)
+    state = a.export(max_marks=256)
+    assert len(state["marks"]) == 256
+    b = UsageHistory.restore(a.params, state)
+    assert b.usage(20_000.0)["x"]["gpu"] == pytest.approx(a.usage(20_000.0)["x"]["gpu"], abs=0.01)
+
+
+def test_kai_usage_params_defaults() -> None:
+    p = UsageParams.from_kai({"halfLifePeriod": "10m"})
+    assert (p.window, p.window_type, p.half_life) == (7 * 86400.0, "sliding", 600.0)
+    assert UsageParams.from_kai({"halfLifePeriod": 0, "windowSize": "1h"}).half_life is None
+    with pytest.raises(ValueError, match="usageParams"):
+        UsageParams.from_kai({"windowSize": "soon"})

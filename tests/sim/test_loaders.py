@@ -296,7 +296,9 @@ def test_scheduler_config_shortcuts(tmp_path: Path) -> None:
     assert "gpupack" in cpu_names and "gpusharingorder" in cpu_names and "consolidation" not in cpu_only.core.actions
     assert c.core.plugin("nodeplacement").arguments["gpu"] == "spread"  # type: ignore[union-attr]
     assert c.core.plugin("proportion").arguments["kValue"] == "0.5"  # type: ignore[union-attr]
-    assert (c.usage_half_life, c.usage_window, c.limits_from_quota, c.name) == (7200.0, 604800.0, True, "c")
+    assert c.usage is not None
+    assert (c.usage.half_life, c.usage.window, c.usage.window_type, c.limits_from_quota, c.name) == (
+        7200.0, 604800.0, "sliding", True, "c")
     bad = _write(tmp_path, "b.yaml", "actions: allocate, teleport\n")
     with pytest.raises(SimInputError, match=r"b\.yaml: actions: unknown action\(s\) teleport"):
         load_config(bad)

@@ -7,8 +7,9 @@ Keys on top of KAI's (`actions`, `tiers`, `queueDepthPerAction`, ...):
   arguments and swaps `gpupack`/`gpuspread` (under GPU spread also drops `gpusharingorder`, and under
   any spread consolidation, like KAI's operator);
 * `kValue: 1.0` — the proportion plugin's kValue;
-* `usageDBConfig: {usageParams: {halfLifePeriod: 1h, windowSize: 1w}}` — time-based fair share:
-  the simulator feeds decayed usage into the snapshot (`shoal.history.usage`);
+* `usageDBConfig: {usageParams: {halfLifePeriod: 1h, windowSize: 1w, windowType: sliding}}` —
+  time-based fair share with KAI's defaults (1-week sliding window, no decay without a
+  half-life): the simulator feeds decayed usage into the snapshot (`shoal.history.usage`);
 * `simulator: {queueLimitsFromQuota: true}` — static partitioning: every queue's limit is set to
   its quota, so no queue borrows (a baseline for comparisons).
 """
@@ -21,8 +22,9 @@ from typing import Any
 
 from shoal.cycle import check_config
 from shoal.framework.config import ConfigError, PluginConfig, SchedulerConfig, config_from_dict
+from shoal.history.usage import UsageParams
 from shoal.sim.errors import SimInputError
-from shoal.sim.loaders.yamlio import duration, load_docs, mapping
+from shoal.sim.loaders.yamlio import load_docs, mapping
 
 SIM_KEYS = ("placementStrategy", "kValue", "usageDBConfig", "simulator", "name")
 
@@ -33,8 +35,7 @@ class SimSchedulerConfig:
 
     name: str = "default"
     core: SchedulerConfig = field(default_factory=SchedulerConfig)
-    usage_half_life: float = 0.0  # seconds; 0 = no time-based fair share
-    usage_window: float = 0.0
+    usage: UsageParams | None = None  # None = no time-based fair share
     limits_from_quota: bool = False
 
 
@@ -75,15 +76,13 @@ def config_from_mapping(data: dict[str, Any], source: str, name: str) -> SimSche
             for p in core.plugins
         )
         core = replace(core, plugins=plugins)
-    usage = mapping(
-        mapping(data.get("usageDBConfig"), source, "usageDBConfig").get("usageParams"),
-        source,
-        "usageDBConfig.usageParams",
-    )
-    half = duration(usage["halfLifePeriod"], source, "usageParams.halfLifePeriod") if usage else 0.0
-    if usage and half <= 0:
-        raise SimInputError(f"{source}: usageDBConfig.usageParams.halfLifePeriod: must be > 0")
-    window = duration(usage.get("windowSize", 0), source, "usageParams.windowSize") if usage else 0.0
+    usage_db = mapping(data.get("usageDBConfig"), source, "usageDBConfig")
+    usage = None
+    if usage_db:
+        try:
+            usage = UsageParams.from_kai(mapping(usage_db.get("usageParams"), source, "usageDBConfig.usageParams"))
+        except ValueError as err:
+            raise SimInputError(f"{source}: usageDBConfig.{err}") from None
     sim = mapping(data.get("simulator"), source, "simulator")
     unknown = set(sim) - {"queueLimitsFromQuota"}
     if unknown:
@@ -91,8 +90,7 @@ def config_from_mapping(data: dict[str, Any], source: str, name: str) -> SimSche
     return SimSchedulerConfig(
         name=str(data.get("name") or name),
         core=core,
-        usage_half_life=half,
-        usage_window=window,
+        usage=usage,
         limits_from_quota=bool(sim.get("queueLimitsFromQuota", False)),
     )
 

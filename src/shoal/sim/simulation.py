@@ -9,7 +9,6 @@ A cycle with nothing pending is skipped too (every action needs a pending gang).
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from typing import Any
 
 from shoal.cycle import paused_gc, run_cycle
 from shoal.history.podmix import PodMixFeed
-from shoal.history.usage import UsageHistory, UsageParams
+from shoal.history.usage import UsageHistory
 from shoal.model import ClusterSnapshot, Queue, QueueResource
 from shoal.sim.cluster import SimCluster, SimJob, make_job
 from shoal.sim.engine import ARRIVAL, CYCLE, FINISH, RELEASE, SAMPLE, Engine
@@ -74,9 +73,7 @@ class Simulation:
         self.engine = Engine(scenario.seed)
         self.leaves = scenario.leaf_queues
         self.metrics = Collector(self.cluster, self.leaves, typical_pods(scenario.jobs))
-        # KAI's usage DB restarts at every multiple of the window (0 = none): a tumbling window.
-        usage = UsageParams(cfg.usage_window or math.inf, "tumbling", cfg.usage_half_life or None)
-        self.usage = UsageHistory(usage) if cfg.usage_half_life > 0 else None
+        self.usage = UsageHistory(cfg.usage) if cfg.usage is not None else None
         # The same pod-mix learning as `shoal run`, so fragaware behaves the same in both.
         self.mix_feed = PodMixFeed() if cfg.core.has_plugin("fragaware") else None
         self.capacity = (
