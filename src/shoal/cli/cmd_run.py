@@ -38,6 +38,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config-map-key", default="config.yaml", metavar="KEY",
                    help="the ConfigMap key holding the config (default: %(default)s)")
     p.add_argument("--period", default="1s", help="cycle period, e.g. 1s, 500ms (default: %(default)s)")
+    p.add_argument("--usage-persist-period", default="60s", metavar="DURATION",
+                   help="time-based fair share (usageDBConfig in the config): how often the leader writes the "
+                        "queue usage history to ConfigMap <lease name>-usage (default: %(default)s)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="N",
                    help="serve /healthz, /readyz and /metrics on this port (0 = any free port)")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address to serve metrics on")
@@ -144,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         if period < 0:
             raise ValueError(f"--period {args.period!r}: must not be negative")
         config = load_config(args.config)
+        usage_persist = parse_duration(args.usage_persist_period)
         visibility = visibility_options(args)
         sharing = sharing_options(args)
     except (ValueError, ConfigError, OSError, yaml.YAMLError) as e:
@@ -154,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
                           leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
                           lease_name=args.lease_name, identity=args.identity, pod_grouper=args.pod_grouper,
                           config_map=args.config_map, config_map_key=args.config_map_key, visibility=visibility,
-                          gpu_sharing=sharing)
+                          gpu_sharing=sharing, usage_persist_seconds=usage_persist)
 
     try:
         client = KubeClient(args.kubeconfig)

@@ -52,6 +52,9 @@ class SchedulerConfig:
     allow_consolidating_reclaim: bool = True
     #: Per-action cap on the number of jobs tried per queue (KAI `queueDepthPerAction`).
     queue_depth_per_action: dict[str, int] = field(default_factory=dict)
+    #: KAI `usageDBConfig` as written (`clientType`, `connectionString`, `usageParams`): time-based
+    #: fair share in the live service (read by the adapter, `shoal.kube.usage_feed`); None = off.
+    usage_db: dict[str, Any] | None = None
 
     def plugin(self, name: str) -> PluginConfig | None:
         for p in self.plugins:
@@ -106,4 +109,8 @@ def config_from_dict(data: dict[str, Any], *, source: str = "config") -> Schedul
         if not isinstance(qd, dict):
             raise ConfigError(f"{source}: queueDepthPerAction: expected a mapping")
         kwargs["queue_depth_per_action"] = {str(k): int(v) for k, v in qd.items()}
+    if data.get("usageDBConfig") is not None:
+        if not isinstance(data["usageDBConfig"], dict):
+            raise ConfigError(f"{source}: usageDBConfig: expected a mapping")
+        kwargs["usage_db"] = dict(data["usageDBConfig"])
     return SchedulerConfig(**kwargs)

@@ -50,6 +50,7 @@ from shoal.kube.informer import Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
 from shoal.kube.other_pods import OTHER_JOB
+from shoal.kube.usage_feed import UsageFeed, usage_params
 from shoal.kube.visibility import VisibilityOptions, VisibilityService
 from shoal.model.snapshot import ClusterSnapshot
 
@@ -81,6 +82,8 @@ class ServiceOptions:
     visibility: VisibilityOptions = field(default_factory=VisibilityOptions)
     #: How shared-GPU pods get their device (shoal.kube.gpusharing.options).
     gpu_sharing: SharingOptions = field(default_factory=SharingOptions)
+    #: Seconds between writes of the usage history (time-based fair share) to its ConfigMap.
+    usage_persist_seconds: float = 60.0
 
 
 class SchedulerService:
@@ -121,6 +124,9 @@ class SchedulerService:
         self.mix_feed = PodMixFeed(ignored_jobs={OTHER_JOB}) if options.config.has_plugin("fragaware") else None
         self.visibility = VisibilityService(client, self.cache, options.scheduler_name, options.visibility,
                                             self.metrics)
+        self.usage: UsageFeed | None = None
+        self._usage_loaded = False
+        self._set_usage(options.config)
         self.config_source: ConfigMapSource | None = None
         if options.config_map:
             ns, name = parse_configmap_ref(options.config_map, options.lease_namespace)
@@ -129,6 +135,7 @@ class SchedulerService:
     def set_config(self, config: SchedulerConfig) -> None:
         """Use `config` from the next cycle on (a cycle already running finishes with the old one)."""
         self.opts.config = config
+        self._set_usage(config)
         if not config.has_plugin("fragaware"):
             self.mix_feed = None
         elif self.mix_feed is None:
@@ -149,6 +156,22 @@ class SchedulerService:
             return None
         self.applier.gpu_sharing = self.sharing
         return asyncio.create_task(sharing_reconcile.run(self.sharing, self._leading), name="gpu-sharing")
+
+    def _set_usage(self, config: SchedulerConfig) -> None:
+        """Time-based fair share on, off or with new parameters (new parameters start afresh
+        unless the persisted history was written with them)."""
+        try:
+            params = usage_params(config.usage_db)
+        except ValueError as e:
+            logger.error("usageDBConfig: %s: time-based fair share off", e)
+            params = None
+        if params is None:
+            self.usage = None
+        elif self.usage is None or self.usage.params != params:
+            name = f"{self.opts.lease_name or self.opts.scheduler_name}-usage"
+            self.usage = UsageFeed(self.client, params, self.opts.lease_namespace, name,
+                                   persist_seconds=self.opts.usage_persist_seconds)
+            self._usage_loaded = False
 
     def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         self.visibility.on_pod(old, new)
@@ -210,6 +233,7 @@ class SchedulerService:
                 await self.elector.became_leader.wait()
                 # A new leader starts from what the API says, not from what it assumed before.
                 self.cache.assumed.clear()
+                self._usage_loaded = False  # and from the usage history the last leader persisted
                 if self.grouper is not None:  # pods that arrived while standing by
                     for obj in list(self.cache.held.values()):
                         self.grouper.on_pod("ADDED", None, obj)
@@ -238,7 +262,12 @@ class SchedulerService:
         evictions are sent while the next action runs (KAI also binds at each statement commit)."""
         snapshot = self.cache.snapshot()
         t0 = time.perf_counter()
-        config, mix_feed = self.opts.config, self.mix_feed  # a reload mid-cycle applies from the next cycle
+        config, mix_feed, usage = self.opts.config, self.mix_feed, self.usage  # a reload applies next cycle
+        if usage is not None:
+            if not self._usage_loaded and self._leading():
+                self._usage_loaded = True
+                await usage.load()
+            usage.fill(snapshot)
         if mix_feed is not None:
             fragaware = config.plugin("fragaware")
             mix_feed.fill(snapshot, fragaware.arguments.get("modelLabel") if fragaware else None)
@@ -291,6 +320,8 @@ class SchedulerService:
                         stats.bind_failed, stats.evicted, stats.evict_refused, len(d.explanations))
         pending = Counter(ex.queue for ex in d.explanations.values())
         self.metrics.observe_session(ssn, dict(pending))
+        if self.usage is not None:
+            await self.usage.persist(snapshot.now)
         if time.monotonic() - self._queue_status_at >= self.opts.queue_status_seconds:
             self._queue_status_at = time.monotonic()
             await self._write_queue_status(ssn)
@@ -308,6 +339,8 @@ class SchedulerService:
                 "fairShare": _resource_list(q.fair_share),
                 "childQueues": sorted(c.name for c in q.children),
             }
+            if ssn.snapshot.usage:  # time-based fair share: the decayed usage share per resource
+                status["usage"] = {r: round(float(q.usage[i]), 4) for i, r in enumerate(("gpu", "cpu", "memory"))}
             if self._queue_status.get(name) == status:
                 continue
             try:
