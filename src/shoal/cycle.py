@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from shoal.defaults import builtins
 from shoal.framework.config import ConfigError, SchedulerConfig
 from shoal.framework.decisions import NO_NODES, Decisions, GangExplanation
+from shoal.framework.faults import isolated
 from shoal.framework.registry import Registry
 from shoal.framework.session import Session
 from shoal.model.snapshot import ClusterSnapshot
@@ -59,7 +60,8 @@ def run_actions(ssn: Session, actions: list[str] | tuple[str, ...], registry: Re
         if action is None:
             logger.debug("action %s is not available; skipped", name)
             continue
-        action(ssn)
+        with isolated(ssn, None, name):  # a failure outside one job's turn ends this action only
+            action(ssn)
         ran.append(name)
     return ran
 
@@ -82,6 +84,9 @@ def close_session(ssn: Session) -> Decisions:
         elif not job.queue.is_leaf:
             reasons.append("QueueDoesNotExist")
             messages.append(f"queue {job.pg.queue!r} is not a leaf queue")
+        if job.fault:
+            reasons.append("SchedulingError")
+            messages.append(f"skipped this cycle: {job.fault}")
         for problem in job.pg.invalid_reasons:
             reasons.append("InvalidPodGroup")
             messages.append(problem)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from shoal.actions.common.capacity_pruning import CapacityPruner
 from shoal.actions.common.job_allocation import allocate_job, eligible
+from shoal.framework.faults import isolated
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job
 from shoal.framework.session import Session
@@ -25,25 +26,32 @@ def run(ssn: Session) -> None:
         job = queue.pop()
         if job is None:
             break
-        if pruner.doomed(job):
-            pruner.refuse(job)
-            continue
-        had_allocated = job.has_status(ALLOCATED)
-        stmt = Statement(ssn)
-        job.capacity_block = None
-        if not allocate_job(ssn, stmt, job):
-            stmt.discard()
-            pruner.learn(job)
-            continue
-        pipelined = should_pipeline(job)
-        if pipelined:
-            convert_to_pipelined(stmt, job)
-        stmt.commit()
-        if not pipelined and not had_allocated:
-            job.last_start_time = ssn.now
-            ssn.decisions.last_start_times[job.uid] = ssn.now
-        if job.has_pending():
-            queue.push(job)
+        with isolated(ssn, job, "allocate"):
+            _try(ssn, queue, pruner, job)
+
+
+def _try(ssn: Session, queue: JobsByQueue, pruner: CapacityPruner, job: Job) -> None:
+    """One job's turn: skip it if doomed, else place it in one statement (pushed back while it
+    still has pending pods, so an elastic job grows one turn at a time)."""
+    if pruner.doomed(job):
+        pruner.refuse(job)
+        return
+    had_allocated = job.has_status(ALLOCATED)
+    stmt = Statement(ssn)
+    job.capacity_block = None
+    if not allocate_job(ssn, stmt, job):
+        stmt.discard()
+        pruner.learn(job)
+        return
+    pipelined = should_pipeline(job)
+    if pipelined:
+        convert_to_pipelined(stmt, job)
+    stmt.commit()
+    if not pipelined and not had_allocated:
+        job.last_start_time = ssn.now
+        ssn.decisions.last_start_times[job.uid] = ssn.now
+    if job.has_pending():
+        queue.push(job)
 
 
 def should_pipeline(job: Job) -> bool:

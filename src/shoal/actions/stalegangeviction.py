@@ -4,6 +4,7 @@ active-allocated pod of it is evicted. The stale-since time is recorded in the d
 
 from __future__ import annotations
 
+from shoal.framework.faults import isolated
 from shoal.framework.jobs import Job
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
@@ -21,21 +22,30 @@ def is_stale(job: Job) -> bool:
 def run(ssn: Session) -> None:
     for uid in sorted(ssn.jobs):
         job = ssn.jobs[uid]
-        if not is_stale(job):
-            if job.stale_since is not None:
-                job.stale_since = None
-                ssn.decisions.stale_since[uid] = None
+        if job.fault:
             continue
-        if job.stale_since is None:
-            job.stale_since = ssn.now
-            ssn.decisions.stale_since[uid] = ssn.now
-        grace = job.pg.staleness_grace_seconds
-        if grace is None:
-            grace = ssn.config.staleness_grace_seconds
-        if grace < 0 or ssn.now - job.stale_since < grace:
-            continue
-        stmt = Statement(ssn)
-        for t in job.tasks:
-            if t.status & ACTIVE_ALLOCATED and t.node >= 0:
-                stmt.evict(t, "stalegangeviction", "gang below its minimum for longer than the grace period")
-        stmt.commit()
+        with isolated(ssn, job, "stalegangeviction"):
+            _check(ssn, job)
+
+
+def _check(ssn: Session, job: Job) -> None:
+    """Track when `job` went stale; evict its allocated pods once the grace period is over."""
+    uid = job.uid
+    if not is_stale(job):
+        if job.stale_since is not None:
+            job.stale_since = None
+            ssn.decisions.stale_since[uid] = None
+        return
+    if job.stale_since is None:
+        job.stale_since = ssn.now
+        ssn.decisions.stale_since[uid] = ssn.now
+    grace = job.pg.staleness_grace_seconds
+    if grace is None:
+        grace = ssn.config.staleness_grace_seconds
+    if grace < 0 or ssn.now - job.stale_since < grace:
+        return
+    stmt = Statement(ssn)
+    for t in job.tasks:
+        if t.status & ACTIVE_ALLOCATED and t.node >= 0:
+            stmt.evict(t, "stalegangeviction", "gang below its minimum for longer than the grace period")
+    stmt.commit()

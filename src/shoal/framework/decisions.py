@@ -51,6 +51,16 @@ class Evict:
     preemptor: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class JobFault:
+    """An exception raised while `stage` (an action, `session`) handled `job` ("" = not one job)."""
+
+    job: str
+    namespace: str
+    stage: str
+    message: str
+
+
 #: The explanation of every pending gang in a cluster without nodes (whatever actions ran).
 NO_NODES = "no nodes in the cluster"
 
@@ -75,3 +85,6 @@ class Decisions:
     #: PodGroup uid -> new last-start time / stale-since time (None clears it).
     last_start_times: dict[str, float] = field(default_factory=dict)
     stale_since: dict[str, float | None] = field(default_factory=dict)
+    #: Failures contained while handling one job (or, with `job == ""`, an action as a whole);
+    #: the job was skipped for the rest of the cycle (see framework.faults).
+    faults: list[JobFault] = field(default_factory=list)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from shoal.framework.faults import isolated
 from shoal.framework.jobs import Job, QueueInfo
 from shoal.framework.session import Session
 from shoal.model.status import ALLOCATED, PodStatus
@@ -39,10 +40,15 @@ class JobsByQueue:
         self._out: list[QueueInfo] = []
         by_leaf: dict[str, list[tuple[tuple[object, ...], int, Job]]] = {}
         for job in jobs:
-            if job.queue is None:
+            if job.queue is None or job.fault:
+                continue
+            key = None
+            with isolated(ssn, job, "job order"):  # a job whose order key raises is skipped
+                key = self._key(job)
+            if key is None:
                 continue
             self._seq += 1
-            by_leaf.setdefault(job.queue.name, []).append((self._key(job), self._seq, job))
+            by_leaf.setdefault(job.queue.name, []).append((key, self._seq, job))
         for name, entries in by_leaf.items():
             if self.depth is not None and len(entries) > self.depth:
                 # Only the best `depth` jobs of a queue are tried in this action (KAI's queueDepthPerAction).

@@ -127,6 +127,8 @@ class Job:
     pending: int = 0
     #: Values derived from the tasks, keyed by name, stored with the `version` they were computed at.
     memo: dict[str, tuple[int, np.ndarray]] = field(default_factory=dict)
+    #: Set when handling the job raised (framework.faults): no action touches it again this cycle.
+    fault: str = ""
 
     @property
     def uid(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shoal.framework.decisions import Bind, Evict, Pipeline
+from shoal.framework.faults import track
 from shoal.framework.jobs import Task
 from shoal.framework.session import Session
 from shoal.framework.volumes import volume_plan
@@ -35,6 +36,7 @@ class Statement:
     def __init__(self, session: Session) -> None:
         self.ssn = session
         self.ops: list[_Op] = []
+        track(session, self)  # rolled back if the job whose turn it is raises (framework.faults)
 
     # -- operations ------------------------------------------------------------------------
     def _move(self, task: Task, status: PodStatus, node: int, groups: list[str]) -> None:

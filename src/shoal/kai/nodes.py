@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from shoal.kai.names import GPU_MEMORY_NODE_LABEL, MIG_ENABLED_NODE_LABEL, MIG_STRATEGY_NODE_LABEL
 from shoal.kai.objects import JSON, meta
+from shoal.kai.pods import MAX_QUANTITY
 from shoal.kai.units import gpu_memory_label
 from shoal.model.node import Node, Taint
 from shoal.model.resources import CPU, GPU, MEMORY, PODS, parse_cpu, parse_memory
@@ -25,9 +26,11 @@ def node_from(obj: JSON) -> Node:
     alloc: dict[str, int] = {}
     for name, qty in (status.get("allocatable") or {}).items():
         try:
-            alloc[name] = parse_cpu(qty) if name == CPU else parse_memory(qty)
-        except ValueError:
+            value = parse_cpu(qty) if name == CPU else parse_memory(qty)
+        except (ValueError, TypeError):
             continue  # a resource we cannot read is one we never place against
+        if 0 <= value < MAX_QUANTITY:  # beyond that: no real node, and no int64 matrix, holds it
+            alloc[str(name)] = value
     for base in (CPU, MEMORY, GPU, PODS):
         alloc.setdefault(base, 0)
     conds = {c.get("type"): c.get("status") for c in status.get("conditions") or [] if isinstance(c, dict)}

@@ -76,11 +76,27 @@ def _container_requests(c: JSON) -> dict[str, int]:
     return {name: _quantity(name, qty) for name, qty in merged.items()}
 
 
+#: Larger requests (or negative ones) are not quantities any real object asks for; the core's
+#: int64 matrices could not hold them.
+MAX_QUANTITY = 1 << 53
+
+
 def _quantity(name: str, qty: object) -> int:
     try:
-        return parse_cpu(qty) if name == CPU else parse_memory(qty)
-    except ValueError:
+        value = parse_cpu(qty) if name == CPU else parse_memory(qty)
+    except (ValueError, TypeError):
         raise ConvertError(f"resources.{name}: {qty!r} is not a valid quantity") from None
+    if not 0 <= value < MAX_QUANTITY:
+        raise ConvertError(f"resources.{name}: {qty!r} is out of range")
+    return value
+
+
+def node_name_of(spec: JSON) -> str | None:
+    """`spec.nodeName` (None when unset); raises ConvertError when it is not a string."""
+    node = spec.get("nodeName") or None
+    if node is not None and not isinstance(node, str):
+        raise ConvertError(f"spec.nodeName: {node!r} is not a string")
+    return node
 
 
 def gpu_request(annotations: JSON, whole: int) -> GpuRequest:
@@ -162,7 +178,7 @@ def pod_from(obj: JSON, job: str) -> Pod:
     extended = {k: v for k, v in req.items() if k not in mig}
     gpu = gpu_request(m.get("annotations") or {}, whole)
     st = pod_status(obj)
-    node = spec.get("nodeName") or None
+    node = node_name_of(spec)
     task_priority, tp_invalid = _task_priority(labels.get(TASK_PRIORITY_LABEL))
     return Pod(
         uid=str(m.get("uid")), name=str(m.get("name")), namespace=str(m.get("namespace", "")), job=job,
@@ -201,13 +217,15 @@ def placed_pod_from(obj: JSON, job: str) -> Pod:
     except ConvertError:
         affinity = None
     extended = {k: v for k, v in req.items() if k not in (CPU, MEMORY, PODS, GPU)}
+    node = spec.get("nodeName")
     return Pod(
         uid=str(m.get("uid")), name=str(m.get("name")), namespace=namespace, job=job,
         status=PodStatus.RELEASING if m.get("deletionTimestamp") else PodStatus.RUNNING,
         cpu_milli=req.get(CPU, 0), memory=req.get(MEMORY, 0),
         # A reservation pod's device is its GPU group's, already counted by the group's pods (KAI).
         gpu=GpuRequest(whole=0 if is_reservation_pod(obj) else req.get(GPU, 0)),
-        extended=extended, node=spec.get("nodeName") or None, labels=labels, pod_affinity=affinity,
+        extended=extended, node=node if isinstance(node, str) and node else None, labels=labels,
+        pod_affinity=affinity,
         host_ports=host_ports_from(spec), best_effort=False,
         creation=timestamp(m.get("creationTimestamp")) or 0.0)
 

@@ -289,6 +289,7 @@ class Applier:
             if self.written.get(wkey) == p.message:
                 continue
             self.written[wkey] = p.message
+            self.metrics.object_errors.labels(p.kind).inc()
             writes.append((wkey, partial(self._report, p)))
         # Queues fixed since they were reported: clear their Valid=False condition.
         live = {f"problem:{k[0]}:{k[1]}" for k in self.cache.problems}

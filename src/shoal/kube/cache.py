@@ -27,9 +27,9 @@ from shoal.kai.names import PODGROUP_ANNOTATION
 from shoal.kai.nodes import node_from
 from shoal.kai.objects import JSON, meta
 from shoal.kai.pods import mutable_fields, placed_pod_from, pod_from
-from shoal.kai.units import ConvertError
 from shoal.kai.volumes import pv_from, pvc_from, storage_class_from
 from shoal.kube.other_pods import OTHER_JOB, other_group, other_usage
+from shoal.kube.problems import Problem, problem_of, why
 from shoal.model.node import Node
 from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
@@ -42,17 +42,6 @@ from shoal.model.volumes import PersistentVolume, PersistentVolumeClaim, Storage
 logger = logging.getLogger(__name__)
 
 ASSUME_TTL = 30.0
-
-
-@dataclass(slots=True)
-class Problem:
-    """An object the scheduler refused: where it is and why (reported once per message)."""
-
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    message: str
 
 
 @dataclass(slots=True)
@@ -122,9 +111,9 @@ class ClusterCache:
         prev = self.pods.get(uid)
         try:
             pod = pod_from(obj, job)
-        except ConvertError as e:
+        except Exception as e:
             self._drop_pod(uid)
-            self.problems[("Pod", uid)] = Problem("Pod", ns, name, uid, str(e))
+            self.problems[("Pod", uid)] = Problem("Pod", ns, name, uid, why(e))
             if (obj.get("spec") or {}).get("nodeName"):
                 # Already on a node (e.g. annotations edited after binding): it still holds its
                 # resources, so it counts as used like another scheduler's pod, never as free.
@@ -135,8 +124,8 @@ class ClusterCache:
         if not pg_name:
             try:
                 self.implicit[job] = implicit_podgroup(obj, self.priorities, self.global_default)
-            except ConvertError as e:
-                self.problems[("Pod", uid)] = Problem("Pod", ns, name, uid, str(e))
+            except Exception as e:
+                self.problems[("Pod", uid)] = Problem("Pod", ns, name, uid, why(e))
                 self._drop_pod(uid)
                 self._touch()
                 return
@@ -201,6 +190,7 @@ class ClusterCache:
             self.nodes.pop(name, None)
         else:
             node = node_from(new)
+            self.problems.pop(("Node", name), None)
             prev = self.nodes.get(name)
             self.nodes[name] = node
             if prev is not None and (prev.allocatable, prev.ready, prev.unschedulable, prev.labels,
@@ -225,9 +215,9 @@ class ClusterCache:
             try:
                 self.queues[name] = queue_from(new)
                 self.problems.pop(("Queue", name), None)
-            except ConvertError as e:
+            except Exception as e:
                 self.queues.pop(name, None)
-                self.problems[("Queue", name)] = Problem("Queue", "", name, str(meta(new).get("uid")), str(e))
+                self.problems[("Queue", name)] = Problem("Queue", "", name, str(meta(new).get("uid")), why(e))
         self._touch()
 
     def on_podgroup(self, kind: str, old: JSON | None, new: JSON | None) -> None:
@@ -254,13 +244,13 @@ class ClusterCache:
         try:
             pg = podgroup_from(obj, self.priorities, self.global_default)
             self.problems.pop(("PodGroup", key), None)
-        except ConvertError as e:
+        except Exception as e:
             # Kept as an invalid gang: the core then explains it on every one of its pods.
             pg = PodGroup(uid=key, name=str(m.get("name")), namespace=str(m.get("namespace", "")),
                           queue=str((obj.get("spec") or {}).get("queue") or ""), priority=0,
-                          preemptible=True, creation=0.0, invalid_reasons=[str(e)])
+                          preemptible=True, creation=0.0, invalid_reasons=[why(e)])
             self.problems[("PodGroup", key)] = Problem("PodGroup", pg.namespace, pg.name,
-                                                       str(m.get("uid")), str(e))
+                                                       str(m.get("uid")), why(e))
         pg.uid = key
         self.podgroups[key] = pg
 
@@ -274,9 +264,9 @@ class ClusterCache:
         else:
             try:
                 self.topologies[name] = topology_from(new)
-            except ConvertError as e:
+            except Exception as e:
                 self.topologies.pop(name, None)
-                self.problems[("Topology", name)] = Problem("Topology", "", name, "", str(e))
+                self.problems[("Topology", name)] = Problem("Topology", "", name, "", why(e))
         self._touch()
 
     def on_namespace(self, kind: str, old: JSON | None, new: JSON | None) -> None:
@@ -349,6 +339,16 @@ class ClusterCache:
         # Priorities feed every gang's order: re-derive them (rare event).
         for key, pg_obj in self.podgroup_objs.items():
             self._convert_podgroup(key, pg_obj)
+        self._touch()
+
+    def handler_failed(self, kind: str, obj: JSON, error: Exception) -> None:
+        """A handler raised on `obj` (a decoding gap): record it as a problem; a node or volume
+        object that cannot be read is dropped (its capacity is unknown: nothing is placed there)."""
+        p = problem_of(kind, obj, error)
+        key = p.uid if kind == "Pod" else (f"{p.namespace}/{p.name}" if p.namespace else p.name)
+        self.problems[(kind, key)] = p
+        {"Node": self.nodes, "PersistentVolume": self.volumes, "StorageClass": self.storage_classes}.get(
+            kind, {}).pop(p.name, None)
         self._touch()
 
     def _touch(self) -> None:

@@ -19,6 +19,8 @@ from shoal.kube.client import JSON, ApiError, KubeClient, Resource
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[str, JSON | None, JSON | None], None]
+#: Told when the handler raised on an object: (the object, the exception).
+ErrorHandler = Callable[[JSON, Exception], None]
 
 
 def object_key(obj: JSON) -> str:
@@ -33,7 +35,8 @@ class Gone(Exception):
 
 class Informer:
     def __init__(self, client: KubeClient, res: Resource, handler: Handler, *, page: int = 500,
-                 watch_timeout: int = 300, namespace: str | None = None, field_selector: str | None = None) -> None:
+                 watch_timeout: int = 300, namespace: str | None = None, field_selector: str | None = None,
+                 on_error: ErrorHandler | None = None) -> None:
         self.client = client
         self.res = res
         #: Narrow the informer to one namespace and/or a field selector (e.g. one object by
@@ -41,6 +44,7 @@ class Informer:
         self.namespace = namespace
         self.field_selector = field_selector
         self.handler = handler
+        self.on_error = on_error
         self.page = page
         self.watch_timeout = watch_timeout
         self.store: dict[str, JSON] = {}
@@ -146,8 +150,13 @@ class Informer:
     def _emit(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         try:
             self.handler(kind, old, new)
-        except Exception:  # a handler bug must not kill the informer
+        except Exception as e:  # a handler bug must not kill the informer
             logger.exception("%s: handler failed on %s", self.res.plural, kind)
+            if self.on_error is not None:
+                try:
+                    self.on_error(new or old or {}, e)
+                except Exception:
+                    logger.exception("%s: error handler failed", self.res.plural)
 
 
 def _rv(obj: JSON) -> str:

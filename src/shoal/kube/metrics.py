@@ -49,6 +49,11 @@ class SchedulerMetrics:
                                       ["namespace", "pod"], registry=r)
         self.pod_gpu_memory = Gauge("shoal_pod_gpu_memory_mib", "GPU memory (MiB) asked by a pod",
                                     ["namespace", "pod"], registry=r)
+        self.object_errors = Counter("shoal_object_errors", "Objects refused (reported once per distinct "
+                                     "problem), by kind", ["kind"], registry=r)
+        self.job_faults = Counter("shoal_job_faults", "Jobs skipped for a cycle because handling them raised, "
+                                  "by stage (action)", ["stage"], registry=r)
+        self.cycle_failures = Counter("shoal_cycle_failures", "Cycles that failed as a whole", registry=r)
         self.leader = Gauge("shoal_leader", "1 while this instance holds the leader lease", registry=r)
         self._pods: set[tuple[str, str]] = set()
         self._queues: set[str] = set()

@@ -17,6 +17,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 
 from shoal.cycle import close_session, open_session, paused_gc, run_actions
 from shoal.framework.config import SchedulerConfig
@@ -40,13 +41,14 @@ from shoal.kube.client import (
     TOPOLOGIES,
     ApiError,
     KubeClient,
+    Resource,
 )
 from shoal.kube.config_watch import ConfigMapSource, parse_configmap_ref
 from shoal.kube.gpusharing import reconcile as sharing_reconcile
 from shoal.kube.gpusharing.binder import SharingBinder
 from shoal.kube.gpusharing.options import SharingOptions
 from shoal.kube.grouper import PodGrouper
-from shoal.kube.informer import Informer
+from shoal.kube.informer import Handler, Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
 from shoal.kube.other_pods import OTHER_JOB
@@ -98,17 +100,20 @@ class SchedulerService:
         self.sharing = SharingBinder(client, self.cache, options.gpu_sharing, self._sharing_event)
         self._sharing_synced = False
         self.cache.require_podgroup = self.grouper is not None
+        def informer(res: Resource, kind: str, handler: Handler) -> Informer:
+            return Informer(client, res, handler, on_error=partial(self.cache.handler_failed, kind))
+
         self.informers = [
-            Informer(client, PRIORITY_CLASSES, self.cache.on_priority_class),
-            Informer(client, QUEUES, self.cache.on_queue),
-            Informer(client, TOPOLOGIES, self.cache.on_topology),
-            Informer(client, NODES, self.cache.on_node),
-            Informer(client, NAMESPACES, self.cache.on_namespace),
-            Informer(client, PERSISTENT_VOLUMES, self.cache.on_volume),
-            Informer(client, PERSISTENT_VOLUME_CLAIMS, self.cache.on_claim),
-            Informer(client, STORAGE_CLASSES, self.cache.on_storage_class),
-            Informer(client, PODGROUPS, self.cache.on_podgroup),
-            Informer(client, PODS, self._on_pod),
+            informer(PRIORITY_CLASSES, "PriorityClass", self.cache.on_priority_class),
+            informer(QUEUES, "Queue", self.cache.on_queue),
+            informer(TOPOLOGIES, "Topology", self.cache.on_topology),
+            informer(NODES, "Node", self.cache.on_node),
+            informer(NAMESPACES, "Namespace", self.cache.on_namespace),
+            informer(PERSISTENT_VOLUMES, "PersistentVolume", self.cache.on_volume),
+            informer(PERSISTENT_VOLUME_CLAIMS, "PersistentVolumeClaim", self.cache.on_claim),
+            informer(STORAGE_CLASSES, "StorageClass", self.cache.on_storage_class),
+            informer(PODGROUPS, "PodGroup", self.cache.on_podgroup),
+            informer(PODS, "Pod", self._on_pod),
         ]
         identity = options.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.elector = LeaderElector(client, options.lease_name or options.scheduler_name, options.lease_namespace,
@@ -255,6 +260,7 @@ class SchedulerService:
             except asyncio.CancelledError:
                 raise
             except Exception:  # one bad cycle must not stop the scheduler
+                self.metrics.cycle_failures.inc()
                 logger.exception("scheduling cycle failed")
 
     async def cycle(self) -> None:
@@ -318,6 +324,8 @@ class SchedulerService:
             logger.info("cycle %d applied %.0f ms after deciding: bound %d (failed %d), evicted %d (refused %d), "
                         "%d gangs pending", self.cycles, (time.perf_counter() - t1) * 1000, stats.bound,
                         stats.bind_failed, stats.evicted, stats.evict_refused, len(d.explanations))
+        for fault in d.faults:  # each also explained on its PodGroup (SchedulingError)
+            self.metrics.job_faults.labels(fault.stage).inc()
         pending = Counter(ex.queue for ex in d.explanations.values())
         self.metrics.observe_session(ssn, dict(pending))
         if self.usage is not None:

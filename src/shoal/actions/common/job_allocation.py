@@ -24,9 +24,10 @@ from shoal.model.topology import TopologyConstraint
 
 def eligible(job: Job) -> bool:
     """May `job` be scheduled at all: ready (alive pods reach every minimum), has pending pods,
-    sits in a leaf queue, is valid and is not backing off (KAI's schedulingBackoff)."""
-    return (job.queue is not None and job.has_pending() and job.queue.is_leaf and not job.pg.invalid_reasons
-            and not job.pg.backoff_blocked and job.is_ready())
+    sits in a leaf queue, is valid, is not backing off (KAI's schedulingBackoff) and has not
+    faulted this cycle (framework.faults)."""
+    return (not job.fault and job.queue is not None and job.has_pending() and job.queue.is_leaf
+            and not job.pg.invalid_reasons and not job.pg.backoff_blocked and job.is_ready())
 
 
 def pod_set_order(ps: PodSet) -> tuple[int, float, str]:

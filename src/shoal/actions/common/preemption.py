@@ -9,6 +9,7 @@ from shoal.actions.common.job_allocation import eligible, tasks_to_allocate
 from shoal.actions.common.solver import Validator, VictimSolver, request_vector
 from shoal.actions.common.victims import feasible_nodes
 from shoal.framework.cycle_state import StateKey
+from shoal.framework.faults import isolated
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import ScenarioValidator, Session
@@ -38,16 +39,21 @@ def run_preemptors(ssn: Session, action: str, preemptor_ok: Callable[[Job], bool
         job = queue.pop()
         if job is None:
             break
-        victims = pick(job)
-        if not victims:
-            continue
-        tasks = tasks_to_allocate(job, real=False)
-        if not tasks:
-            continue
-        solver = VictimSolver(ssn, action, victims, validator, feasible_nodes(ssn, job.tasks))
-        stmt = solver.solve(job)
-        if stmt is not None:
-            stmt.commit()
+        with isolated(ssn, job, action):
+            _solve(ssn, action, job, pick, validator)
+
+
+def _solve(ssn: Session, action: str, job: Job, pick: VictimPicker, validator: Validator) -> None:
+    """One preemptor's turn: pick its victims, solve, commit what the solver found."""
+    victims = pick(job)
+    if not victims:
+        return
+    if not tasks_to_allocate(job, real=False):
+        return
+    solver = VictimSolver(ssn, action, victims, validator, feasible_nodes(ssn, job.tasks))
+    stmt = solver.solve(job)
+    if stmt is not None:
+        stmt.commit()
 
 
 #: Per session: candidate victim jobs per queue (None = every queue), in uid order.
@@ -76,7 +82,7 @@ def candidate_victims(ssn: Session, keep: Callable[[Job], bool], queue: str | No
         pool = _below(ssn, queue, pool, below_priority)
     out = []
     for job in pool:
-        if any(ps.active_allocated for ps in job.pod_sets.values()) and keep(job):
+        if not job.fault and any(ps.active_allocated for ps in job.pod_sets.values()) and keep(job):
             out.append(job)
     return out
 
