@@ -16,7 +16,7 @@ from lightkube.resources.core_v1 import Pod
 from .browser import Browser, browser_path
 from .cluster import REPO, Cluster, KEnv, _in_ci, eventually
 from .scheduler_fixtures import shoal_runner  # noqa: F401
-from .test_visibility import add_blocked_gangs, build_three_causes, free_port
+from .test_visibility import _bound, add_blocked_gangs, build_three_causes, free_port
 
 ARTIFACTS = Path(os.environ.get("SHOAL_TEST_ARTIFACTS") or REPO / "reports" / "test-artifacts")
 
@@ -43,6 +43,9 @@ def test_dashboard_shows_queues_reasons_and_updates(kenv: KEnv, cluster: Cluster
     q = build_three_causes(kenv, scheduler, sfx)
     port = free_port()
     proc = shoal_runner(scheduler, "--no-leader-elect", "--eta-period", "1s", "--ui-port", str(port))
+    # The running pods first: otherwise the over-limit gang (4 GPUs of the same 8-GPU-limited queue) can be
+    # bound before the trainer and leave the trainer pending instead (a race the test must not depend on).
+    eventually(lambda: _bound(kenv, 7), 60, what="the seven running pods bound")
     add_blocked_gangs(kenv, scheduler, sfx, q)
     url = f"http://127.0.0.1:{port}/"
     eventually(lambda: _get(url + "healthz") == 200, 60, what="the dashboard to listen")

@@ -130,8 +130,8 @@ def test_docker_archive_loads_as_shoal(image: Image) -> None:
         assert len(entry["Layers"]) == 2
 
 
-def _run_in_image(rootfs: Path, env: list[str], out_dir: Path, *args: str,
-                  timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _run_in_image(rootfs: Path, env: list[str], out_dir: Path, *args: str, timeout: float = 300,
+                  entry: str = "shoal") -> subprocess.CompletedProcess[str]:
     """Run the entrypoint with the image's env and user in `rootfs`, as a runtime with a read-only root
     filesystem would: a private mount namespace, the root bind-mounted read-only, `out_dir` as the only
     writable path (/tmp, like the chart's emptyDir)."""
@@ -140,7 +140,7 @@ def _run_in_image(rootfs: Path, env: list[str], out_dir: Path, *args: str,
     script = ('set -e; r="$ROOT"; mount --bind "$r" "$r"; mount -o remount,bind,ro "$r"; '
               'mount --bind "$OUT" "$r/tmp"; exec env -i "$@"')
     cmd = [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh", *env,
-           chroot, f"--userspec={UID}:{UID}", str(rootfs), "shoal", *args]
+           chroot, f"--userspec={UID}:{UID}", str(rootfs), entry, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env={"PATH": os.environ.get("PATH", ""), "ROOT": str(rootfs), "OUT": str(out_dir)})
 
@@ -176,6 +176,28 @@ def test_simulate_inside_the_image_on_a_read_only_root(image: Image, rootfs: Pat
     assert all(p.stat().st_uid == UID for p in (out_dir / "sim").iterdir())
 
 
+# Each compiled module scripts/slim-site strips, used once: a corrupted one fails to load or to compute.
+STRIPPED_MODULES_CHECK = """
+from shoal.kube.webhook.certs import self_signed
+from cryptography import x509
+cert, _key = self_signed(["shoal-webhook.shoal-system.svc"])
+assert x509.load_pem_x509_certificate(cert).subject
+import yaml, kiwisolver, fontTools.misc.bezierTools as bz
+assert yaml.load("a: [1, 2]", Loader=yaml.CSafeLoader) == {"a": [1, 2]}
+assert kiwisolver.Solver() is not None and bz.calcCubicArcLength((0, 0), (0, 1), (1, 1), (1, 0)) > 1
+import matplotlib.ft2font, numpy
+assert abs(numpy.linalg.det(numpy.eye(3) * 2) - 8) < 1e-9
+print("ok")
+"""
+
+
+def test_stripped_extension_modules_work_inside(image: Image, rootfs: Path, out_dir: Path) -> None:
+    _require_root("running the image")
+    res = _run_in_image(rootfs, image.config()["config"]["Env"], out_dir, "-c", STRIPPED_MODULES_CHECK,
+                        entry="/usr/bin/python3")
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
+
+
 def test_build_is_cached_when_inputs_do_not_change(image: Image, tmp_path: Path) -> None:
     """A second build of the same tree reuses the cached base layer and reproduces shoal's layer bit for bit."""
     t0 = time.monotonic()
@@ -199,5 +221,6 @@ def test_containerfile_matches_build_image() -> None:
         assert f" {pkg}" in containerfile, pkg
     assert f"USER {UID}:{UID}" in containerfile and f"UID_GID={UID}" in script
     assert 'ENTRYPOINT ["shoal"]' in containerfile and "--config.entrypoint shoal" in script
+    assert "slim-site" in containerfile and "scripts/slim-site" in script
     for env in ("PYTHONDONTWRITEBYTECODE=1", "MPLCONFIGDIR=/tmp/matplotlib", "MPLBACKEND=Agg", "HOME=/tmp"):
         assert env in containerfile and env in script, env
