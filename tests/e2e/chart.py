@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from lightkube import Client
-from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.authentication_v1 import BoundObjectReference, TokenRequestSpec
+from lightkube.models.core_v1 import NodeSpec, NodeStatus
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ServiceAccountToken
+from lightkube.resources.core_v1 import Node, ServiceAccountToken
 
 from .cluster import REPO, SCRIPT, Cluster
 
@@ -91,13 +93,43 @@ def stop_process(p: subprocess.Popen[Any]) -> None:
             p.wait(10)
 
 
-def service_account_token(client: Client, name: str, namespace: str, seconds: int = 3600) -> str:
-    """A real bound token of ServiceAccount namespace/name (TokenRequest API), like the kubelet mounts."""
+def service_account_token(client: Client, name: str, namespace: str, seconds: int = 3600,
+                          pod: Any = None) -> str:
+    """A real bound token of ServiceAccount namespace/name (TokenRequest API), like the kubelet mounts; bound
+    to `pod` (a Pod object) as the kubelet binds a pod's projected token when given."""
+    bound = None if pod is None else BoundObjectReference(apiVersion="v1", kind="Pod", name=pod.metadata.name,
+                                                          uid=pod.metadata.uid)
     req = ServiceAccountToken(metadata=ObjectMeta(name=name, namespace=namespace),
-                              spec=TokenRequestSpec(audiences=[], expirationSeconds=seconds))
+                              spec=TokenRequestSpec(audiences=[], expirationSeconds=seconds,
+                                                    boundObjectRef=bound))
     out = client.create(req, name=name, namespace=namespace)
     assert out.status is not None and out.status.token
     return str(out.status.token)
+
+
+def token_kubeconfig(cc: ChartCluster, token: str, path: Path) -> Path:
+    """A kubeconfig that authenticates with `token` only (for `shoal` processes run as a service account)."""
+    ca = cc.cluster.dir / "pki" / "ca.crt"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{cc.api_port}",
+                                               "certificate-authority": str(ca)}}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}]}))
+    return path
+
+
+def system_nodes(client: Client, count: int) -> list[str]:
+    """Plain kwok nodes (no GPUs) for the chart's own pods, placed by kube-scheduler."""
+    names = []
+    for i in range(count):
+        name = f"kwok-system-{i}"
+        res = {"cpu": "16", "memory": "64Gi", "pods": "110"}
+        client.create(Node(metadata=ObjectMeta(name=name, labels={"kubernetes.io/hostname": name},
+                                               annotations={"kwok.x-k8s.io/node": "fake"}),
+                           spec=NodeSpec(), status=NodeStatus(capacity=dict(res), allocatable=dict(res))))
+        names.append(name)
+    return names
 
 
 def free_port() -> int:

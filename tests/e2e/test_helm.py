@@ -38,6 +38,7 @@ from .chart import (
     start_in_cluster_shoal,
     stop_chart_cluster,
     stop_process,
+    system_nodes,
     wait_ready,
 )
 from .cluster import DEPLOY, KEnv, data_text, eventually, require_binaries
@@ -60,23 +61,10 @@ def chart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartClu
         stop_chart_cluster(cc)
 
 
-def _system_nodes(client: Client, count: int) -> list[str]:
-    """Plain kwok nodes (no GPUs) for the chart's own pods, placed by kube-scheduler."""
-    names = []
-    for i in range(count):
-        name = f"kwok-system-{i}"
-        res = {"cpu": "16", "memory": "64Gi", "pods": "110"}
-        client.create(Node(metadata=ObjectMeta(name=name, labels={"kubernetes.io/hostname": name},
-                                               annotations={"kwok.x-k8s.io/node": "fake"}),
-                           spec=NodeSpec(), status=NodeStatus(capacity=dict(res), allocatable=dict(res))))
-        names.append(name)
-    return names
-
-
 @pytest.fixture(scope="module")
 def installed(chart_cluster: ChartCluster) -> float:
     """`helm install --wait` of the chart into the empty cluster; returns the seconds it took."""
-    _system_nodes(chart_cluster.client(), 2)
+    system_nodes(chart_cluster.client(), 2)
     t0 = time.monotonic()
     chart_cluster.helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
                        "--wait", "--timeout", "3m")

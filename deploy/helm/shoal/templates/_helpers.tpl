@@ -41,3 +41,61 @@ app.kubernetes.io/component: scheduler
 {{- define "shoal.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/* GPU sharing with reservation pods (modes reservation and fractioning). */}}
+{{- define "shoal.reservations" -}}
+{{- if has .Values.gpuSharing.mode (list "reservation" "fractioning") -}}true{{- end -}}
+{{- end -}}
+
+{{- define "shoal.webhookName" -}}
+{{- printf "%s-webhook" (include "shoal.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The webhook's pods carry a name of their own, so the scheduler's selector never matches them. */}}
+{{- define "shoal.webhookSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-webhook" (include "shoal.name" .) }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "shoal.webhookLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "shoal.webhookSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{- define "shoal.webhookDefaultQueue" -}}
+{{- if .Values.webhook.defaultQueue -}}
+{{- .Values.webhook.defaultQueue -}}
+{{- else if .Values.defaultQueues.create -}}
+{{- .Values.defaultQueues.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* One webhook's client, policy and namespaces (dict: name, ns, path, bundle, values = .Values.webhook). */}}
+{{- define "shoal.webhookClient" }}
+    clientConfig:
+      service:
+        name: {{ .name }}
+        namespace: {{ .ns }}
+        path: {{ .path }}
+        port: 443
+      caBundle: {{ .bundle }}
+    failurePolicy: {{ .values.failurePolicy }}
+    sideEffects: None
+    admissionReviewVersions: [v1]
+    timeoutSeconds: {{ .values.timeoutSeconds }}
+    namespaceSelector:
+      {{- with .values.namespaceSelector.matchLabels }}
+      matchLabels:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      matchExpressions:
+        {{- with .values.namespaceSelector.matchExpressions }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+        - key: kubernetes.io/metadata.name
+          operator: NotIn
+          values: [kube-system, kai-resource-reservation]
+{{- end }}

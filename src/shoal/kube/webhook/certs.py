@@ -8,6 +8,7 @@ webhook's `caBundle`) and its key, both PEM. `CertFiles` loads a certificate and
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import ssl
@@ -52,22 +53,42 @@ def write_self_signed(directory: Path, hosts: list[str], days: int = 365) -> Pat
     return directory / "tls.crt"
 
 
+def _server_context() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
 @dataclass(slots=True)
 class CertFiles:
+    """`context` is the listening context. Each handshake checks the files first (its SNI callback, which
+    runs for every ClientHello, with or without a server name) and, when they changed, moves the
+    connection to a context loaded from the new files: the very first connection after a renewal
+    already gets the new certificate."""
+
     cert: Path
     key: Path
-    context: ssl.SSLContext = field(default_factory=lambda: ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
+    context: ssl.SSLContext = field(default_factory=_server_context)
+    _live: ssl.SSLContext | None = None
     _stamp: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self.reload_if_changed()
+        self.context.load_cert_chain(str(self.cert), str(self.key))
+        self.context.sni_callback = self._on_hello
+
+    def _on_hello(self, conn: ssl.SSLObject | ssl.SSLSocket, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        with contextlib.suppress(OSError, ssl.SSLError):  # a half-written pair: keep the last good one
+            self.reload_if_changed()
+        if self._live is not None:
+            conn.context = self._live
 
     def reload_if_changed(self) -> bool:
         """Load the pair again when either file changed since the last load; True if it did."""
         stamp = (self.cert.stat().st_mtime, self.key.stat().st_mtime)
         if stamp == self._stamp:
             return False
-        self.context.load_cert_chain(str(self.cert), str(self.key))
-        self._stamp = stamp
+        live = _server_context()
+        live.load_cert_chain(str(self.cert), str(self.key))
+        self._live, self._stamp = live, stamp
         return True

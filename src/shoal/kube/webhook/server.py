@@ -5,7 +5,7 @@ Paths: `/mutate-pods`, `/validate-pods`, `/validate-podgroups`, `/healthz`. Cont
   chart's namespace selector keeps them away too; this is the second line);
 * a refusal is a 403 Status whose message names the field (`kai.admission`);
 * queue checks use a Queue informer; before it has listed once they are skipped, never guessed;
-* the serving certificate is reloaded when its files change (`certs.CertFiles`).
+* the serving certificate is reloaded when its files change, before the handshake that follows (`certs.CertFiles`).
 """
 
 from __future__ import annotations
@@ -102,7 +102,6 @@ class AdmissionWebhook:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, certs: CertFiles) -> None:
         try:
-            certs.reload_if_changed()
             line = (await asyncio.wait_for(reader.readline(), 10)).decode(errors="replace").split()
             length = 0
             while (h := await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
