@@ -60,6 +60,11 @@ class ChartCluster:
         return res
 
 
+def render(cc: ChartCluster, *values: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """`helm template` of the chart in NAMESPACE with `values` (helm arguments): {(kind, name): object}."""
+    out = cc.helm("template", "t", str(CHART), "--namespace", NAMESPACE, *values).stdout
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out) if d}
+
 def start_chart_cluster(state: Path) -> ChartCluster:
     """`scripts/k8s-test-env start` with the Deployment/ReplicaSet controllers, then a kube-scheduler."""
     env = {**os.environ, "SHOAL_KWOK_HEARTBEAT_MS": "10000",

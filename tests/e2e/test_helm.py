@@ -6,6 +6,7 @@ Tests run in file order against one control plane of their own (tests/e2e/chart.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import time
@@ -26,12 +27,15 @@ from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding, Role, RoleBinding
 from lightkube.resources.scheduling_v1 import PriorityClass
 
+from shoal.kube.webhook.certs import self_signed
+
 from .chart import (
     CHART,
     NAMESPACE,
     RELEASE,
     ChartCluster,
     InClusterShoal,
+    render,
     running_pods,
     service_account_token,
     start_chart_cluster,
@@ -123,6 +127,57 @@ def test_chart_renders_optional_parts(chart_cluster: ChartCluster) -> None:
     assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert pod["containers"][0]["args"][0] == "-vv"
 
+
+def _hooks(docs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    return [h for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+            for h in docs[(kind, "t-shoal-webhook")]["webhooks"]]
+
+
+def _pod(docs: dict[tuple[str, str], dict[str, Any]], deployment: str) -> dict[str, Any]:
+    return dict(docs[("Deployment", deployment)]["spec"]["template"]["spec"])
+
+
+def test_chart_renders_gpu_sharing_modes_and_webhook_certificate_sources(chart_cluster: ChartCluster) -> None:
+    cc, on = chart_cluster, ["--set", "webhook.enabled=true"]
+    labels = render(cc)
+    assert ("Namespace", "kai-resource-reservation") not in labels
+    assert ("Deployment", "t-shoal-webhook") not in labels
+    frac = render(cc, "--set", "gpuSharing.mode=fractioning")
+    assert "--gpu-sharing=fractioning" in _pod(frac, "t-shoal")["containers"][0]["args"]
+    assert ("Namespace", "kai-resource-reservation") in frac
+    assert ("ValidatingAdmissionPolicy", "t-shoal-reservation-agent") in frac
+    # source=helm: the chart's Secret, its CA in every caBundle.
+    docs = render(cc, *on)
+    ca = docs[("Secret", "t-shoal-webhook-tls")]["data"]["ca.crt"]
+    assert [h["clientConfig"]["caBundle"] for h in _hooks(docs)] == [ca] * 3
+    # source=secret: the user's Secret is mounted, its CA (PEM or base64) is the caBundle, none means a clear error.
+    pem = self_signed(["t-shoal-webhook.shoal-system.svc"])[0].decode()
+    user = [*on, "--set", "webhook.certificate.source=secret", "--set", "webhook.certificate.existingSecret=mine"]
+    docs = render(cc, *user, "--set", f"webhook.certificate.caBundle={base64.b64encode(pem.encode()).decode()}")
+    assert not [k for k in docs if k[0] == "Secret"]
+    assert _pod(docs, "t-shoal-webhook")["volumes"][0]["secret"]["secretName"] == "mine"
+    assert {base64.b64decode(h["clientConfig"]["caBundle"]).decode() for h in _hooks(docs)} == {pem}
+    res = cc.helm("template", "t", str(CHART), *user, check=False)
+    assert res.returncode != 0 and "needs webhook.certificate.caBundle" in res.stderr, res.stderr
+    # source=certManager: the chart's own CA Issuer (or the user's issuer), the CA injected by cert-manager.
+    cm = [*on, "--set", "webhook.certificate.source=certManager"]
+    docs = render(cc, *cm)
+    assert all("caBundle" not in h["clientConfig"] for h in _hooks(docs))
+    assert docs[("MutatingWebhookConfiguration", "t-shoal-webhook")]["metadata"]["annotations"] == \
+        {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/t-shoal-webhook"}
+    serving = docs[("Certificate", "t-shoal-webhook")]["spec"]
+    assert serving["secretName"] == "t-shoal-webhook-tls" and f"t-shoal-webhook.{NAMESPACE}.svc" in serving["dnsNames"]
+    assert serving["issuerRef"]["name"] == "t-shoal-webhook-ca"
+    assert docs[("Certificate", "t-shoal-webhook-ca")]["spec"]["isCA"]
+    docs = render(cc, *cm, "--set", "webhook.certificate.certManager.issuerRef.name=corp",
+                  "--set", "webhook.certificate.certManager.issuerRef.kind=ClusterIssuer")
+    assert not [k for k in docs if k[0] == "Issuer"]
+    assert docs[("Certificate", "t-shoal-webhook")]["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+    for bad, needle in [(["--set", "webhook.certificate.source=vault"], "source"),
+                        (["--set", "webhook.certificate.certManager.issuerRef.kind=Vault"], "kind"),
+                        (["--set", "gpuSharing.mode=mps"], "mode")]:
+        res = cc.helm("template", "t", str(CHART), *bad, check=False)
+        assert res.returncode != 0 and needle in res.stderr, (bad, res.stderr)
 
 def test_chart_crds_match_deploy() -> None:
     """The chart carries copies of deploy/crds (helm cannot read outside the chart): they must not drift."""

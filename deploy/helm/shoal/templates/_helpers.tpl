@@ -81,7 +81,9 @@ app.kubernetes.io/component: webhook
         namespace: {{ .ns }}
         path: {{ .path }}
         port: 443
-      caBundle: {{ .bundle }}
+      {{- with .bundle }}
+      caBundle: {{ . }}
+      {{- end }}
     failurePolicy: {{ .values.failurePolicy }}
     sideEffects: None
     admissionReviewVersions: [v1]
@@ -99,3 +101,12 @@ app.kubernetes.io/component: webhook
           operator: NotIn
           values: [kube-system, kai-resource-reservation]
 {{- end }}
+
+{{/* The Secret the webhook serves from: the user's (certificate.source=secret) or the chart's / cert-manager's. */}}
+{{- define "shoal.webhookSecretName" -}}
+{{- if eq .Values.webhook.certificate.source "secret" -}}
+{{- required "webhook.certificate.existingSecret is required with webhook.certificate.source=secret" .Values.webhook.certificate.existingSecret -}}
+{{- else -}}
+{{- printf "%s-tls" (include "shoal.webhookName" .) -}}
+{{- end -}}
+{{- end -}}
