@@ -5,9 +5,11 @@ for the Service's DNS name; a renewal keeps the old CA trusted; the reservation 
 pod and nothing more; and the scheduler, with only the chart's service account, runs the reservation flow
 with the real agent code on the agent's own bound token.
 
-kwok fakes pods, so no webhook pod really listens behind the Service: the API server is never sent to it
-(the release's namespaceSelector matches no namespace of this cluster); the TLS path is checked by running
-`shoal webhook` with the Deployment's args on loopback, as the chart's pod runs it.
+kwok fakes pods, so no webhook pod really listens behind the Service: the release's namespaceSelector
+matches no namespace of this cluster; the TLS path is checked by running `shoal webhook` with the
+Deployment's args on loopback, as the chart's pod runs it. The last test switches the release to a user's
+Secret and has the API server call that loopback webhook through a copy of the chart's pod webhook whose
+client is a `url` (rules, matchCondition, caBundle as installed).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRole, Role, RoleBin
 from shoal.kai.sharing import RESERVATION_NAMESPACE, RESERVED_DEVICE_ANNOTATION, VISIBLE_DEVICES
 from shoal.kube.client import KubeClient
 from shoal.kube.gpusharing.agent import run_agent
+from shoal.kube.webhook.certs import self_signed
 
 from .chart import (
     CHART,
@@ -85,9 +88,9 @@ def chart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChartClu
         stop_chart_cluster(cc)
 
 
-def _tls_files(c: Client, directory: Path) -> dict[str, bytes]:
-    """The chart's Secret written out as the kubelet mounts it; returns its decoded data."""
-    data = {k: base64.b64decode(v) for k, v in (c.get(Secret, f"{HOOK}-tls", namespace=NAMESPACE).data or {}).items()}
+def _tls_files(c: Client, directory: Path, secret: str = f"{HOOK}-tls") -> dict[str, bytes]:
+    """The webhook's Secret written out as the kubelet mounts it; returns its decoded data."""
+    data = {k: base64.b64decode(v) for k, v in (c.get(Secret, secret, namespace=NAMESPACE).data or {}).items()}
     directory.mkdir(parents=True, exist_ok=True)
     for k in ("tls.crt", "tls.key"):
         (directory / k).write_bytes(data[k])
@@ -98,10 +101,10 @@ class LocalWebhook:
     """`shoal webhook` with the chart Deployment's args, the Secret's files and the webhook's service account
     token; listening on loopback."""
 
-    def __init__(self, cc: ChartCluster, workdir: Path) -> None:
+    def __init__(self, cc: ChartCluster, workdir: Path, secret: str = f"{HOOK}-tls") -> None:
         c = cc.client()
         self.dir = workdir / "tls"
-        _tls_files(c, self.dir)
+        _tls_files(c, self.dir, secret)
         dep = c.get(Deployment, HOOK, namespace=NAMESPACE)
         self.args = list(dep.spec.template.spec.containers[0].args)
         self.port = free_port()
@@ -393,3 +396,52 @@ def test_scheduler_with_the_charts_rbac_shares_a_gpu_through_a_reservation_pod(
         assert configmap_data(ns.client, pod)["NVIDIA_VISIBLE_DEVICES"] == f"GPU-{node}-0"
     assert len([p for p in ns.client.list(Pod, namespace=RESERVATION_NAMESPACE) if p.spec.nodeName == node]) == 1
     assert "Forbidden" not in in_cluster.tail(20000) and in_cluster.proc.poll() is None
+
+
+def _refusal(c: Client, pod: dict[str, Any], namespace: str) -> Any:
+    """The API server's refusal of `pod`, or None when it was created (then deleted again: the API server
+    may not have read a webhook configuration created a moment ago)."""
+    try:
+        c.create(Pod.from_dict(pod), namespace=namespace)
+    except ApiError as e:
+        return e.status
+    c.delete(Pod, pod["metadata"]["name"], namespace=namespace, grace_period=0)
+    return None
+
+
+# --------------------------------------------- a user's certificate, and the API server calling the webhook
+
+
+def test_users_secret_and_the_api_server_refuses_an_invalid_fractional_pod(
+        chart_cluster: ChartCluster, tmp_path: Path) -> None:
+    """certificate.source=secret with the CA read from the Secret; the API server, given the installed
+    ValidatingWebhookConfiguration with only its client switched from the Service (no proxy routes to kwok's
+    pod IPs) to `shoal webhook` on loopback, refuses a pod with gpu-fraction 1.5 at create time."""
+    c = chart_cluster.client()
+    pem, key = self_signed([SERVICE_DNS, "127.0.0.1"])
+    data = {k: base64.b64encode(v).decode() for k, v in {"tls.crt": pem, "tls.key": key, "ca.crt": pem}.items()}
+    c.create(Secret(metadata=ObjectMeta(name="e2e-user-tls"), type="kubernetes.io/tls", data=data), namespace=NAMESPACE)
+    chart_cluster.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values", "--wait", "--set",
+                       "webhook.certificate.source=secret", "--set", "webhook.certificate.existingSecret=e2e-user-tls")
+    assert set(_ca_bundles(c)) == {pem}
+    hook = LocalWebhook(chart_cluster, tmp_path, "e2e-user-tls")
+    cfg = c.get(ValidatingWebhookConfiguration, HOOK).to_dict()
+    (pods,) = [h for h in cfg["webhooks"] if h["name"] == "validate-pods.shoal.dev"]
+    pods["clientConfig"] = {"url": f"https://127.0.0.1:{hook.port}/validate-pods",
+                            "caBundle": pods["clientConfig"]["caBundle"]}
+    pods["namespaceSelector"]["matchLabels"] = {"kubernetes.io/metadata.name": "helm-admission"}
+    cfg = {"metadata": {"name": "e2e-loopback"}, "webhooks": [pods]}
+    c.create(Namespace(metadata=ObjectMeta(name="helm-admission")))
+    try:
+        eventually(lambda: _answers(hook, pem), 30, what="shoal webhook answering")
+        c.create(ValidatingWebhookConfiguration.from_dict(cfg))
+        bad = pod_manifest("bad", "kai-scheduler", annotations={"gpu-fraction": "1.5"})
+        refusal = eventually(lambda: _refusal(c, bad, "helm-admission"), 15, what="the API server calling the webhook")
+        assert refusal.code == 403 and "gpu-fraction" in str(refusal.message), refusal
+        # The matchCondition: another scheduler's pod with the same annotation is not sent to the webhook.
+        other = pod_manifest("other", "default-scheduler", annotations={"gpu-fraction": "1.5"})
+        c.create(Pod.from_dict(other), namespace="helm-admission")
+    finally:
+        c.delete(ValidatingWebhookConfiguration, "e2e-loopback")
+        c.delete(Namespace, "helm-admission")
+        stop_process(hook.proc)
