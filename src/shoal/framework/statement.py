@@ -28,6 +28,8 @@ class _Op:
     reason: str = ""
     action: str = ""
     preemptor: str = ""
+    #: A victim moved to another node: its old node keeps its releasing resources (see `pipeline`).
+    kept_old: bool = False
 
 
 class Statement:
@@ -72,8 +74,15 @@ class Statement:
                 self._move(task, prev, node, task.groups)
                 self.ssn.queue_add(task, +1)
                 return
-        self._record("pipeline", task)
-        self._move(task, PodStatus.PIPELINED, node, groups)
+        op = self._record("pipeline", task)
+        if task.status == PodStatus.RELEASING and 0 <= task.node != node:
+            # A victim moved elsewhere still runs where it was until it is deleted: like KAI's
+            # Statement.Pipeline, its old node keeps the pod's resources as releasing (they can
+            # take pipelined pods, not allocated ones) and only the new node is charged.
+            op.kept_old = True
+            self.ssn.place(task, node, PodStatus.PIPELINED, groups)
+        else:
+            self._move(task, PodStatus.PIPELINED, node, groups)
         self.ssn.queue_add(task, +1)
 
     def evict(self, task: Task, action: str, reason: str, preemptor: str = "") -> None:
@@ -104,7 +113,9 @@ class Statement:
                 ssn.unplace(task, op.prev_status)
             else:
                 ssn.set_status(task, op.prev_status)
-            if op.prev_node >= 0:
+            if op.kept_old:
+                task.node, task.groups = op.prev_node, list(op.prev_groups)  # still accounted there
+            elif op.prev_node >= 0:
                 ssn.place(task, op.prev_node, op.prev_status, op.prev_groups)
             # A task rolled back to pending keeps its stale AcceptedResource, like KAI.
             if op.kind == "evict":
