@@ -119,10 +119,24 @@ class DraDevices:
 
     def devices_mask(self, task: Task) -> tuple[np.ndarray, str] | None:
         """Nodes with enough free devices for the task's claims that are not held yet."""
-        need = sum(self.dra.claims[key].count for key in self._keys(task) if not self.held_on(key, task))
+        keys = [key for key in self._keys(task) if not self.held_on(key, task)]
+        need = sum(self.dra.claims[key].count for key in keys)
         if not need:
             return None
-        return self.free() >= need, f"not enough free DRA devices on the node (the pod's claims need {need})"
+        mask = self.free() >= need
+        picky = [self.dra.claims[key] for key in keys if self.dra.claims[key].eligible is not None]
+        if picky:
+            taken = self._taken()
+            for claim in picky:
+                rows = [self.device_row[d] for d in claim.eligible or () if d in self.device_row and d not in taken]
+                mask &= np.bincount(np.asarray(rows, dtype=np.int64), minlength=self.n)[:self.n] >= claim.count
+            return mask, (f"not enough free DRA devices matching the pod's claims on the node (they need {need})")
+        return mask, f"not enough free DRA devices on the node (the pod's claims need {need})"
+
+    def _taken(self) -> set[str]:
+        """Devices allocated to claims that hold them now."""
+        return {d for key, claim in self.dra.claims.items() if claim.allocated and self.held_on(key)
+                for d in claim.allocated}
 
     def _keys(self, task: Task) -> list[ClaimKey]:
         keys = [(task.pod.namespace, name) for name in task.pod.resource_claims]

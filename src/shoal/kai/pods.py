@@ -14,6 +14,7 @@ from shoal.kai.constraints import (
     spread_from,
     tolerations_from,
 )
+from shoal.kai.dra import pod_claim_names
 from shoal.kai.names import (
     GPU_DEVICES,
     GPU_FRACTION,
@@ -196,6 +197,7 @@ def pod_from(obj: JSON, job: str) -> Pod:
         volume_claims=volume_claims_from(spec, str(m.get("name"))),
         nominated_node=status.get("nominatedNodeName") or None,
         start_time=timestamp(status.get("startTime")),
+        resource_claims=pod_claim_names(obj),
     )
 
 
@@ -250,4 +252,6 @@ def mutable_fields(obj: JSON) -> tuple[object, ...]:
             repr(m.get("annotations")), repr(spec.get("schedulingGates")), status.get("nominatedNodeName"),
             status.get("startTime"), repr(spec.get("containers")), repr(spec.get("initContainers")),
             # Mutable on gated pods (tolerations: additions on any pod).
-            repr(spec.get("tolerations")), repr(spec.get("affinity")), repr(spec.get("nodeSelector")))
+            repr(spec.get("tolerations")), repr(spec.get("affinity")), repr(spec.get("nodeSelector")),
+            # The claims the resource-claim controller makes from the pod's templates.
+            repr(status.get("resourceClaimStatuses")))

@@ -43,6 +43,8 @@ from shoal.kube.client import (
     ApiError,
     KubeClient,
 )
+from shoal.kube.dra import AllocationError
+from shoal.kube.dra_alloc import DraAllocator
 from shoal.kube.gpusharing.binder import sharing_patch
 from shoal.kube.metrics import SchedulerMetrics
 from shoal.model.volumes import SELECTED_NODE_ANNOTATION
@@ -85,6 +87,8 @@ class Applier:
     #: Shared-GPU binds go through this hook when devices are assigned (`--gpu-sharing` modes
     #: `reservation`, `fractioning`): it labels the pod, waits for the devices, then calls back.
     gpu_sharing: SharedBinds | None = None
+    #: Allocates and reserves a pod's DRA claims before its bind (kube.dra_alloc).
+    dra: DraAllocator | None = None
 
     async def apply(self, d: Decisions) -> ApplyStats:
         """Apply a whole cycle's decisions: placements first, then explanations and annotations."""
@@ -137,6 +141,7 @@ class Applier:
                 if b.gpu_groups and label:
                     await self.client.patch(PODS, b.name, sharing_patch(b), b.namespace)
                 await self._bind_volumes(b, b.namespace)
+                await self._prepare_claims(b)
                 await self.client.bind(b.namespace, b.name, b.pod, b.node)
             except ApiError as e:
                 stats.bind_failed += 1
@@ -145,6 +150,12 @@ class Applier:
                 if e.code != 404:
                     await self._event_quietly("Pod", b.namespace, b.name, b.pod, "FailedBinding",
                                               f"binding to {b.node} failed: {e.message}", warning=True)
+                return False
+            except AllocationError as e:
+                stats.bind_failed += 1
+                self.cache.forget(b.pod)
+                await self._event_quietly("Pod", b.namespace, b.name, b.pod, "FailedBinding",
+                                          f"resource claims on {b.node}: {e}", warning=True)
                 return False
             except Exception as e:
                 stats.bind_failed += 1
@@ -156,6 +167,11 @@ class Applier:
         if self.metrics is not None:
             self.metrics.pod_bound(b.namespace, b.name, self.cache.pods.get(b.pod), b)
         return True
+
+    async def _prepare_claims(self, b: Bind) -> None:
+        pod = self.cache.pods.get(b.pod)
+        if self.dra is not None and pod is not None and pod.resource_claims:
+            await self.dra.prepare(b, pod.resource_claims)
 
     async def _bind_volumes(self, b: Bind, namespace: str) -> None:
         """Before the pod: pre-bind each chosen static PV to its claim (the PV controller then

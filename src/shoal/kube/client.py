@@ -71,6 +71,9 @@ PODGROUPS = Resource("/apis/scheduling.run.ai/v2alpha2", "podgroups", True)
 TOPOLOGIES = Resource("/apis/kai.scheduler/v1alpha1", "topologies", False)
 CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False)
 CONFIGMAPS = Resource("/api/v1", "configmaps", True)
+RESOURCE_CLAIMS = Resource("/apis/resource.k8s.io/v1", "resourceclaims", True)
+RESOURCE_SLICES = Resource("/apis/resource.k8s.io/v1", "resourceslices", False)
+DEVICE_CLASSES = Resource("/apis/resource.k8s.io/v1", "deviceclasses", False)
 
 #: Where the kubelet mounts a pod's service-account token, CA and namespace.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -36,7 +36,7 @@ class Gone(Exception):
 class Informer:
     def __init__(self, client: KubeClient, res: Resource, handler: Handler, *, page: int = 500,
                  watch_timeout: int = 300, namespace: str | None = None, field_selector: str | None = None,
-                 on_error: ErrorHandler | None = None) -> None:
+                 on_error: ErrorHandler | None = None, optional: bool = False) -> None:
         self.client = client
         self.res = res
         #: Narrow the informer to one namespace and/or a field selector (e.g. one object by
@@ -51,6 +51,9 @@ class Informer:
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
+        #: An API the cluster may not serve (e.g. resource.k8s.io): a 404 counts as an empty list
+        #: (synced) and is retried every minute.
+        self.optional = optional
 
     async def run(self) -> None:
         """List, then watch forever; re-list on 410 Gone; back off on other errors."""
@@ -75,6 +78,10 @@ class Informer:
                 logger.warning("%s: watch failed (%s); retrying in %.1fs", self.res.plural, e, backoff)
                 if e.code in (403, 404):
                     need_list = True
+                if self.optional and e.code == 404:
+                    self.synced.set()
+                    await asyncio.sleep(60.0)
+                    continue
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
             except Exception as e:  # network errors: keep the informer alive

@@ -44,6 +44,8 @@ from shoal.kube.client import (
     Resource,
 )
 from shoal.kube.config_watch import ConfigMapSource, parse_configmap_ref
+from shoal.kube.dra import DraCache
+from shoal.kube.dra_alloc import DraAllocator, dra_informers
 from shoal.kube.gpusharing import reconcile as sharing_reconcile
 from shoal.kube.gpusharing.binder import SharingBinder
 from shoal.kube.gpusharing.options import SharingOptions
@@ -115,6 +117,10 @@ class SchedulerService:
             informer(PODGROUPS, "PodGroup", self.cache.on_podgroup),
             informer(PODS, "Pod", self._on_pod),
         ]
+        self.dra = DraCache(on_change=self.cache._touch)
+        self.informers += dra_informers(client, self.dra, lambda kind: partial(self.cache.handler_failed, kind))
+        self.applier.dra = DraAllocator(client, self.dra, lambda n: self.cache.nodes[n].labels
+                                        if n in self.cache.nodes else {})
         identity = options.identity or f"{socket.gethostname()}-{os.getpid()}"
         self.elector = LeaderElector(client, options.lease_name or options.scheduler_name, options.lease_namespace,
                                      identity, lease_seconds=options.lease_seconds,
@@ -267,6 +273,7 @@ class SchedulerService:
         """One cycle: snapshot, then the actions one by one in a worker thread; each action's binds and
         evictions are sent while the next action runs (KAI also binds at each statement commit)."""
         snapshot = self.cache.snapshot()
+        self.dra.fill(snapshot)
         t0 = time.perf_counter()
         config, mix_feed, usage = self.opts.config, self.mix_feed, self.usage  # a reload applies next cycle
         if usage is not None:

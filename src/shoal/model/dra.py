@@ -33,6 +33,8 @@ class ResourceClaim:
     from_template: bool = False
     #: Devices already allocated to the claim ("pool/device" names), empty if not allocated.
     allocated: tuple[str, ...] = ()
+    #: The devices ("pool/device") its class and request selectors accept; None = any device.
+    eligible: tuple[str, ...] | None = None
 
     @property
     def gpus(self) -> int:

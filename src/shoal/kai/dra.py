@@ -1,0 +1,210 @@
+"""Decoding of the DRA objects of `resource.k8s.io/v1` (ResourceClaim, ResourceSlice, DeviceClass)
+and of a pod's `spec.resourceClaims`, for the live scheduler (the core's view is `model.dra`).
+
+What is read: a claim's requests (`exactly`: deviceClassName, count, allocationMode, CEL selectors,
+adminAccess; `firstAvailable` is refused), its allocation results and `reservedFor`; a slice's
+driver, pool (name, generation), where its devices are (`nodeName`, `nodeSelector`, `allNodes`)
+and each device's attributes and capacities; a class's CEL selectors. Attribute and capacity names
+without a domain belong to the driver's domain (as Kubernetes' CEL environment sees them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shoal.kai.objects import JSON, meta
+from shoal.kai.units import ConvertError
+from shoal.model.dra import ResourceClaim
+from shoal.model.resources import parse_memory
+
+#: The finalizer kube-scheduler puts on a claim it allocates (the resource-claim controller removes
+#: the allocation and the finalizer when no pod is reserved any more).
+CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
+DeviceId = tuple[str, str, str]  # driver, pool, device
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    name: str
+    device_class: str
+    count: int = 1
+    #: allocationMode: All (every matching device of the reachable pools).
+    all: bool = False
+    selectors: tuple[str, ...] = ()
+    admin_access: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    name: str
+    #: domain -> attribute name -> value (int, bool, str; versions as str).
+    attributes: dict[str, dict[str, object]] = field(default_factory=dict)
+    #: domain -> capacity name -> integer quantity.
+    capacity: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    node: str | None
+    node_selector: JSON | None
+    all_nodes: bool
+    devices: tuple[Device, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    requests: tuple[DeviceRequest, ...]
+    labels: dict[str, str]
+    from_template: bool
+    #: Allocation results as (request, driver, pool, device, adminAccess); () if not allocated.
+    results: tuple[tuple[str, str, str, str, bool], ...] = ()
+    allocated: bool = False
+    #: status.allocation.nodeSelector (where the allocated devices can be used), None = anywhere.
+    node_selector: JSON | None = None
+    #: status.reservedFor as (resource, name, uid).
+    reserved_for: tuple[tuple[str, str, str], ...] = ()
+    finalizers: tuple[str, ...] = ()
+    deleting: bool = False
+    #: A reason the scheduler cannot allocate it (e.g. firstAvailable), else "".
+    unsupported: str = ""
+    #: spec.devices.config (opaque driver parameters, each for some or all requests).
+    config: tuple[JSON, ...] = ()
+
+    @property
+    def reserved_uids(self) -> tuple[str, ...]:
+        return tuple(uid for _, _, uid in self.reserved_for)
+
+    def in_use(self) -> set[DeviceId]:
+        """Devices the allocation holds exclusively (admin access holds none)."""
+        return {(d, p, n) for _, d, p, n, admin in self.results if not admin}
+
+    def to_model(self, eligible: tuple[str, ...] | None) -> ResourceClaim:
+        """The core's view: `count` devices of the first request's class (All counts as one),
+        devices named `pool/device`."""
+        count = sum(1 if r.all else r.count for r in self.requests if not r.admin_access)
+        cls = self.requests[0].device_class if self.requests else ""
+        return ResourceClaim(name=self.name, namespace=self.namespace, device_class=cls, count=count,
+                             labels=self.labels, reserved_for=len(self.reserved_uids),
+                             from_template=self.from_template,
+                             allocated=tuple(f"{p}/{n}" for _, _, p, n, admin in self.results if not admin),
+                             eligible=eligible)
+
+
+def _request_from(raw: JSON) -> DeviceRequest:
+    name = str(raw.get("name", ""))
+    if raw.get("firstAvailable"):
+        raise ConvertError(f"request {name}: firstAvailable (prioritized alternatives) is not supported")
+    ex = raw.get("exactly") or {}
+    mode = ex.get("allocationMode") or "ExactCount"
+    if mode not in ("ExactCount", "All"):
+        raise ConvertError(f"request {name}: unknown allocationMode {mode!r}")
+    selectors = tuple(str((s.get("cel") or {}).get("expression", "")) for s in ex.get("selectors") or [])
+    return DeviceRequest(name=name, device_class=str(ex.get("deviceClassName", "")),
+                         count=int(ex.get("count") or 1), all=mode == "All", selectors=selectors,
+                         admin_access=bool(ex.get("adminAccess")))
+
+
+def claim_from(obj: JSON) -> Claim:
+    m = meta(obj)
+    spec = (obj.get("spec") or {}).get("devices") or {}
+    status = obj.get("status") or {}
+    unsupported = ""
+    requests: list[DeviceRequest] = []
+    try:
+        requests = [_request_from(r) for r in spec.get("requests") or []]
+        if spec.get("constraints"):
+            raise ConvertError("device constraints (matchAttribute) are not supported")
+    except (ConvertError, ValueError, TypeError) as e:
+        unsupported = str(e)
+    alloc = status.get("allocation") or None
+    results = tuple((str(r.get("request", "")), str(r.get("driver", "")), str(r.get("pool", "")),
+                     str(r.get("device", "")), bool(r.get("adminAccess")))
+                    for r in ((alloc or {}).get("devices") or {}).get("results") or [])
+    owners = m.get("ownerReferences") or []
+    return Claim(namespace=str(m.get("namespace", "")), name=str(m.get("name")), uid=str(m.get("uid", "")),
+                 resource_version=str(m.get("resourceVersion", "")), requests=tuple(requests),
+                 labels=dict(m.get("labels") or {}),
+                 from_template=any(o.get("kind") == "Pod" and o.get("controller") for o in owners),
+                 results=results, allocated=alloc is not None, node_selector=(alloc or {}).get("nodeSelector"),
+                 reserved_for=tuple((str(r.get("resource", "")), str(r.get("name", "")), str(r.get("uid", "")))
+                                    for r in status.get("reservedFor") or []),
+                 finalizers=tuple(m.get("finalizers") or ()), deleting=bool(m.get("deletionTimestamp")),
+                 unsupported=unsupported, config=tuple(spec.get("config") or ()))
+
+
+def _qualified(driver: str, raw: JSON) -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {}
+    for key, val in raw.items():
+        domain, _, name = key.rpartition("/")
+        out.setdefault(domain or driver, {})[name] = val
+    return out
+
+
+def _attribute(val: JSON) -> object:
+    for kind in ("int", "bool", "string", "version"):
+        if kind in val:
+            return val[kind]
+    return None
+
+
+def device_from(driver: str, raw: JSON) -> Device:
+    attrs = {k: _attribute(v or {}) for k, v in (raw.get("attributes") or {}).items()}
+    caps = {k: parse_memory((v or {}).get("value", "0")) for k, v in (raw.get("capacity") or {}).items()}
+    return Device(name=str(raw.get("name", "")), attributes=_qualified(driver, attrs),
+                  capacity={d: {n: int(str(v)) for n, v in c.items()} for d, c in _qualified(driver, caps).items()})
+
+
+def slice_from(obj: JSON) -> Slice:
+    spec = obj.get("spec") or {}
+    driver = str(spec.get("driver", ""))
+    pool = spec.get("pool") or {}
+    return Slice(name=str(meta(obj).get("name")), driver=driver, pool=str(pool.get("name", "")),
+                 generation=int(pool.get("generation") or 0), node=spec.get("nodeName") or None,
+                 node_selector=spec.get("nodeSelector") or None, all_nodes=bool(spec.get("allNodes")),
+                 devices=tuple(device_from(driver, d) for d in spec.get("devices") or []))
+
+
+def device_class_selectors(obj: JSON) -> tuple[str, ...]:
+    return tuple(str((s.get("cel") or {}).get("expression", ""))
+                 for s in (obj.get("spec") or {}).get("selectors") or [])
+
+
+def device_class_config(obj: JSON) -> tuple[JSON, ...]:
+    return tuple((obj.get("spec") or {}).get("config") or ())
+
+
+def allocation_config(claim: Claim, class_config: dict[str, tuple[JSON, ...]]) -> list[JSON]:
+    """`status.allocation.devices.config` as kube-scheduler writes it: each request's class configs
+    (`FromClass`, for that request), then the claim's own (`FromClaim`, for the requests they name)."""
+    out: list[JSON] = [{"source": "FromClass", "requests": [r.name], **cfg}
+                       for r in claim.requests for cfg in class_config.get(r.device_class, ())]
+    return out + [{"source": "FromClaim", **cfg} for cfg in claim.config]
+
+
+def pod_claim_names(obj: JSON) -> tuple[str, ...]:
+    """The ResourceClaims a pod uses: `resourceClaimName`, or for a template the claim the
+    resource-claim controller made (`status.resourceClaimStatuses`); one not made yet is named
+    by a placeholder (the scheduler then reports it missing)."""
+    spec = obj.get("spec") or {}
+    made = {s.get("name"): s.get("resourceClaimName")
+            for s in (obj.get("status") or {}).get("resourceClaimStatuses") or []}
+    names: list[str] = []
+    for entry in spec.get("resourceClaims") or []:
+        if entry.get("resourceClaimName"):
+            names.append(str(entry["resourceClaimName"]))
+        elif entry.get("resourceClaimTemplateName"):
+            entry_name = entry.get("name")
+            if entry_name in made:
+                if made[entry_name]:
+                    names.append(str(made[entry_name]))
+            else:
+                names.append(f"<{entry_name} from template {entry['resourceClaimTemplateName']}, not created yet>")
+    return tuple(names)

@@ -1,0 +1,216 @@
+"""The live DRA state: ResourceClaims, ResourceSlices and DeviceClasses from their informers, the
+core's view of them in each snapshot (`fill`), and the choice of devices for a claim on a node.
+
+Only the newest generation of each (driver, pool) is used. Devices held by an allocation (every
+claim's `status.allocation`, admin access excepted) are not free; a restarted scheduler lists the
+claims before its first cycle, so it never hands out a device twice. The core sees node-local
+slices only (`nodeName`); network-attached ones (`nodeSelector`, `allNodes`) are offered by
+`choose` at bind time but not counted by the core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from shoal.kai.dra import (
+    Claim,
+    Device,
+    DeviceRequest,
+    Slice,
+    claim_from,
+    device_class_config,
+    device_class_selectors,
+    slice_from,
+)
+from shoal.kai.objects import JSON, meta
+from shoal.kai.units import ConvertError
+from shoal.kube.dra_cel import Selectors
+from shoal.model.dra import ResourceClaim, ResourceSlice, is_gpu_device_class, pod_dra_gpus
+from shoal.model.resources import GPU
+from shoal.model.snapshot import ClusterSnapshot
+
+Picked = tuple[Slice, Device]
+
+
+class AllocationError(Exception):
+    """The claim cannot be allocated on that node (the message says why)."""
+
+
+def node_selector_matches(selector: JSON, node: str, labels: dict[str, str]) -> bool:
+    """A core/v1 NodeSelector: terms ORed, their expressions and fields ANDed."""
+    def one(req: JSON, value: str | None) -> bool:
+        op, values = req.get("operator"), req.get("values") or []
+        if op == "In":
+            return value in values
+        if op == "NotIn":
+            return value not in values
+        if op == "Exists":
+            return value is not None
+        if op == "DoesNotExist":
+            return value is None
+        return False
+    for term in selector.get("nodeSelectorTerms") or []:
+        exprs = [one(r, labels.get(str(r.get("key")))) for r in term.get("matchExpressions") or []]
+        fields = [one(r, node if r.get("key") == "metadata.name" else None) for r in term.get("matchFields") or []]
+        if (exprs or fields) and all(exprs) and all(fields):
+            return True
+    return False
+
+
+@dataclasses.dataclass(slots=True)
+class DraCache:
+    on_change: Callable[[], None] = lambda: None
+    claims: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
+    slices: dict[str, Slice] = dataclasses.field(default_factory=dict)
+    classes: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    class_config: dict[str, tuple[JSON, ...]] = dataclasses.field(default_factory=dict)
+    problems: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    selectors: Selectors = dataclasses.field(default_factory=Selectors)
+    devices_generation: int = 0
+    _gpus: tuple[int, dict[str, int]] = (-1, {})
+    _eligible: dict[tuple[str, str], tuple[tuple[str, int], tuple[str, ...]]] = \
+        dataclasses.field(default_factory=dict)
+
+    # -- informer handlers -------------------------------------------------------------------
+    def on_resource_claim(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        m = meta(obj)
+        key = (str(m.get("namespace", "")), str(m.get("name")))
+        if new is None or kind == "DELETED":
+            self.claims.pop(key, None)
+        else:
+            claim = claim_from(new)
+            prev = self.claims.get(key)
+            if prev is not None and prev.resource_version.isdigit() and claim.resource_version.isdigit() \
+                    and int(prev.resource_version) > int(claim.resource_version):
+                return  # our own write (applied from its answer) is newer than this event
+            self.claims[key] = claim
+        self.on_change()
+
+    def on_resource_slice(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.slices.pop(name, None)
+        else:
+            try:
+                self.slices[name] = slice_from(new)
+                self.problems.pop(("ResourceSlice", name), None)
+            except (ConvertError, ValueError, TypeError) as e:
+                self.slices.pop(name, None)
+                self.problems[("ResourceSlice", name)] = str(e)
+        self.devices_generation += 1
+        self.on_change()
+
+    def on_device_class(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        name = str(meta(obj).get("name"))
+        if new is None or kind == "DELETED":
+            self.classes.pop(name, None)
+            self.class_config.pop(name, None)
+        else:
+            self.classes[name] = device_class_selectors(new)
+            self.class_config[name] = device_class_config(new)
+        self.devices_generation += 1
+        self.on_change()
+
+    # -- devices -----------------------------------------------------------------------------
+    def pools(self) -> list[Slice]:
+        """Slices of the newest generation of their (driver, pool)."""
+        newest: dict[tuple[str, str], int] = {}
+        for sl in self.slices.values():
+            key = (sl.driver, sl.pool)
+            newest[key] = max(newest.get(key, sl.generation), sl.generation)
+        return [sl for sl in self.slices.values() if sl.generation == newest[(sl.driver, sl.pool)]]
+
+    def in_use(self) -> set[tuple[str, str, str]]:
+        return {d for c in self.claims.values() for d in c.in_use()}
+
+    def matches(self, req: DeviceRequest, sl: Slice, dev: Device) -> bool:
+        cls = self.classes.get(req.device_class)
+        return cls is not None and self.selectors.match(cls + req.selectors, sl.driver, dev)
+
+    def eligible(self, claim: Claim) -> tuple[str, ...]:
+        """Node-local devices ("pool/device") some (non-admin) request of the claim accepts."""
+        key = (claim.namespace, claim.name)
+        stamp = (claim.resource_version, self.devices_generation)
+        memo = self._eligible.get(key)
+        if memo is not None and memo[0] == stamp:
+            return memo[1]
+        out = tuple(sorted({f"{sl.pool}/{dev.name}" for sl in self.pools() if sl.node for dev in sl.devices
+                            for req in claim.requests if not req.admin_access and self.matches(req, sl, dev)}))
+        self._eligible[key] = (stamp, out)
+        return out
+
+    def gpus_by_node(self) -> dict[str, int]:
+        """Node-local devices a GPU device class (`model.dra.is_gpu_device_class`) accepts, by node."""
+        if self._gpus[0] != self.devices_generation:
+            gpu_classes = [(name, sel) for name, sel in self.classes.items() if is_gpu_device_class(name)]
+            count: dict[str, int] = {}
+            for sl in self.pools():
+                if sl.node:
+                    n = sum(1 for d in sl.devices
+                            if any(self.selectors.match(sel, sl.driver, d) for _, sel in gpu_classes))
+                    count[sl.node] = count.get(sl.node, 0) + n
+            self._gpus = (self.devices_generation, count)
+        return self._gpus[1]
+
+    def choose(self, claim: Claim, node: str, labels: dict[str, str]) -> tuple[list[JSON], JSON | None]:
+        """Allocation results and node selector for the claim on `node`; raises AllocationError."""
+        if claim.unsupported:
+            raise AllocationError(claim.unsupported)
+        reachable = [sl for sl in self.pools() if sl.node == node or sl.all_nodes or
+                     (sl.node_selector is not None and node_selector_matches(sl.node_selector, node, labels))]
+        used = self.in_use()
+        picked: list[tuple[DeviceRequest, Slice, Device]] = []
+        for req in claim.requests:
+            if req.device_class not in self.classes:
+                raise AllocationError(f"device class {req.device_class!r} of request {req.name} not found")
+            mine = {(s.driver, s.pool, d.name) for _, s, d in picked}
+            matching = [(sl, dev) for sl in reachable for dev in sl.devices if self.matches(req, sl, dev)]
+            free = [(sl, dev) for sl, dev in matching if (sl.driver, sl.pool, dev.name) not in mine and
+                    (req.admin_access or (sl.driver, sl.pool, dev.name) not in used)]
+            want = len(matching) if req.all else req.count
+            if not matching or len(free) < want:
+                raise AllocationError(f"request {req.name} of claim {claim.namespace}/{claim.name}: {len(free)} "
+                                      f"free matching devices for {node}, {want} wanted")
+            picked.extend((req, sl, dev) for sl, dev in free[:want])
+        results = [{"request": r.name, "driver": s.driver, "pool": s.pool, "device": d.name}
+                   | ({"adminAccess": True} if r.admin_access else {}) for r, s, d in picked]
+        return results, _allocation_selector(node, [s for _, s, _ in picked])
+
+    # -- the core's view ---------------------------------------------------------------------
+    def fill(self, snapshot: ClusterSnapshot) -> None:
+        """Claims, node-local slices, each claim-using pod's DRA GPUs and each node's DRA GPUs (added to
+        its `nvidia.com/gpu`, as the core counts DRA GPUs as whole GPUs) into the snapshot."""
+        if not self.claims and not self.slices:
+            return
+        claims: dict[tuple[str, str], ResourceClaim] = {
+            key: c.to_model(self.eligible(c)) for key, c in self.claims.items()}
+        snapshot.resource_claims = claims
+        snapshot.resource_slices = [ResourceSlice(sl.name, sl.node, sl.driver, tuple(d.name for d in sl.devices),
+                                                  sl.pool) for sl in self.pools() if sl.node]
+        gpus = self.gpus_by_node()
+        snapshot.nodes = [dataclasses.replace(n, allocatable={**n.allocatable,
+                                                              GPU: n.allocatable.get(GPU, 0) + gpus[n.name]})
+                          if gpus.get(n.name) else n for n in snapshot.nodes]
+        snapshot.pods = [dataclasses.replace(p, dra_gpus=pod_dra_gpus(p.namespace, p.resource_claims, claims))
+                         if p.resource_claims else p for p in snapshot.pods]
+
+
+def _allocation_selector(node: str, slices: list[Slice]) -> JSON | None:
+    """Where the allocation can be used: the node for node-local devices, else the slice's selector."""
+    if any(sl.node for sl in slices):
+        return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                        "values": [node]}]}]}
+    for sl in slices:
+        if sl.node_selector is not None:
+            return sl.node_selector
+    return None

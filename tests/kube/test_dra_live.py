@@ -1,0 +1,190 @@
+"""Live DRA (#17) against the fake API: claims, slices and classes into the snapshot, devices chosen
+by CEL selectors, `status.allocation` / `reservedFor` written before the bind, shared claims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shoal.cycle import run_cycle
+from shoal.framework.decisions import Bind
+from shoal.kai.dra import CLAIM_FINALIZER, claim_from, pod_claim_names
+from shoal.kube.applier import Applier, ApplyStats
+from shoal.kube.cache import ClusterCache
+from shoal.kube.dra import AllocationError, DraCache, node_selector_matches
+from shoal.kube.dra_alloc import DraAllocator
+
+from .fake_api import FakeApi
+from .test_cache import SCHED, node, pod, queue
+
+DRIVER = "gpu.example.com"
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims"
+
+
+def gpu_slice(node_name: str, memory: str, n: int = 2) -> dict[str, Any]:
+    devices = [{"name": f"gpu-{i}", "attributes": {"model": {"string": "A100"}},
+                "capacity": {"memory": {"value": memory}}} for i in range(n)]
+    return {"metadata": {"name": f"{node_name}-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": node_name, "pool": {"name": node_name, "generation": 1},
+                     "devices": devices}}
+
+
+def claim(name: str, selectors: tuple[str, ...] = (), count: int = 1, labels: dict[str, str] | None = None,
+          **extra: Any) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.example.com", "count": count, **extra}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    # A claim not made from the pod's template is shared: it carries the job's queue label (KAI's rule).
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "labels": {"kai.scheduler/queue": "q"} if labels is None else labels},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}
+
+
+def dra_pod(name: str, claim_name: str) -> dict[str, Any]:
+    obj = pod(name, gpus=0)
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    return obj
+
+
+def world(*claims: dict[str, Any]) -> tuple[FakeApi, ClusterCache, DraCache, Applier]:
+    api = FakeApi()
+    cache = ClusterCache(SCHED, lambda: 1000.0)
+    cache.on_queue("ADDED", None, queue("q"))
+    dra = DraCache(on_change=cache._touch)
+    for n, mem in (("n1", "40Gi"), ("n2", "80Gi")):
+        cache.on_node("ADDED", None, node(n, gpus=0))
+        dra.on_resource_slice("ADDED", None, gpu_slice(n, mem))
+    dra.on_device_class("ADDED", None, {"metadata": {"name": "gpu.example.com"}, "spec": {"selectors": [
+        {"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+    for c in claims:
+        api.put(f"{CLAIMS}/{c['metadata']['name']}", c)
+        dra.on_resource_claim("ADDED", None, api.objects[f"{CLAIMS}/{c['metadata']['name']}"])
+    applier = Applier(api, cache, SCHED)
+    applier.dra = DraAllocator(api, dra, lambda n: {})
+    return api, cache, dra, applier
+
+
+def test_a_template_claim_is_named_by_the_pod_status_once_made() -> None:
+    obj = pod("p")
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+                                     {"name": "shared", "resourceClaimName": "team"}]
+    assert pod_claim_names(obj)[1] == "team" and "not created yet" in pod_claim_names(obj)[0]
+    obj["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu-x7"}]
+    assert pod_claim_names(obj) == ("p-gpu-x7", "team")
+
+
+def test_a_cel_selector_on_memory_picks_the_node_with_big_gpus() -> None:
+    big = claim("big", ('device.capacity["gpu.example.com"].memory.compareTo(quantity("80Gi")) >= 0',))
+    _, cache, dra, _ = world(big)
+    cache.on_pod("ADDED", None, dra_pod("p", "big"))
+    snap = cache.snapshot()
+    dra.fill(snap)
+    assert snap.resource_claims[("ns", "big")].eligible == ("n2/gpu-0", "n2/gpu-1")
+    assert {n.name: n.allocatable["nvidia.com/gpu"] for n in snap.nodes} == {"n1": 2, "n2": 2}
+    assert next(p for p in snap.pods if p.name == "p").dra_gpus == 1
+    (b,) = run_cycle(snap).decisions.binds
+    assert b.node == "n2"
+
+
+def test_an_unsatisfiable_claim_stays_pending_with_a_message() -> None:
+    huge = claim("huge", ('device.capacity["gpu.example.com"].memory >= quantity("200Gi")',))
+    _, cache, dra, _ = world(huge)
+    cache.on_pod("ADDED", None, dra_pod("p", "huge"))
+    snap = cache.snapshot()
+    dra.fill(snap)
+    d = run_cycle(snap).decisions
+    assert not d.binds
+    text = " ".join(m for ex in d.explanations.values() for m in ex.messages)
+    assert "DRA devices matching" in text
+
+
+async def test_allocation_and_reservation_are_written_before_the_bind() -> None:
+    api, cache, _, applier = world(claim("c1"), claim("c2"))
+    for name, c in (("a", "c1"), ("b", "c2")):
+        cache.on_pod("ADDED", None, dra_pod(name, c))
+    b1, b2 = (Bind(f"uid-{n}", n, "ns", f"pod:uid-{n}", "n1") for n in ("a", "b"))
+    await applier.apply_placements([b1, b2], [], ApplyStats())
+    kinds = [(c.method, c.path.rsplit("/", 1)[-1]) for c in api.calls]
+    assert kinds.index(("PATCH", "status")) < kinds.index(("POST", "binding"))
+    devices = set()
+    for name in ("c1", "c2"):
+        obj = api.objects[f"{CLAIMS}/{name}"]
+        assert CLAIM_FINALIZER in obj["metadata"]["finalizers"]
+        (res,) = obj["status"]["allocation"]["devices"]["results"]
+        devices.add(res["device"])
+        assert res["pool"] == "n1" and res["driver"] == DRIVER
+        terms = obj["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+        assert terms[0]["matchFields"][0]["values"] == ["n1"]
+    assert devices == {"gpu-0", "gpu-1"}  # two claims never get one device
+    assert api.objects[f"{CLAIMS}/c1"]["status"]["reservedFor"] == [{"resource": "pods", "name": "a", "uid": "uid-a"}]
+
+
+async def test_a_shared_claim_is_reserved_for_each_pod_and_allocated_once() -> None:
+    api, _, dra, _ = world(claim("team", labels={"kai.scheduler/queue": "q"}))
+    alloc = DraAllocator(api, dra, lambda n: {})
+    for n in ("a", "b"):
+        await alloc.prepare(Bind(f"uid-{n}", n, "ns", "ns/pg", "n2"), ("team",))
+    obj = api.objects[f"{CLAIMS}/team"]
+    assert [r["name"] for r in obj["status"]["reservedFor"]] == ["a", "b"]
+    assert len(obj["status"]["allocation"]["devices"]["results"]) == 1
+    assert len(api.sent("PATCH", "/status")) == 2
+
+
+async def test_a_restarted_scheduler_never_gives_an_allocated_device_again() -> None:
+    api, _, dra, _ = world(claim("c1", count=2))
+    await DraAllocator(api, dra, lambda n: {}).prepare(Bind("uid-a", "a", "ns", "pod:a", "n1"), ("c1",))
+    fresh = DraCache()  # a new process lists what the first one wrote
+    for o in (gpu_slice("n1", "40Gi"), gpu_slice("n2", "80Gi")):
+        fresh.on_resource_slice("ADDED", None, o)
+    fresh.on_device_class("ADDED", None, {"metadata": {"name": "gpu.example.com"}, "spec": {}})
+    fresh.on_resource_claim("ADDED", None, api.objects[f"{CLAIMS}/c1"])
+    fresh.on_resource_claim("ADDED", None, claim("c2"))
+    with pytest.raises(AllocationError, match="0 free matching devices"):
+        fresh.choose(claim_from(claim("c2")), "n1", {})
+    results, _ = fresh.choose(claim_from(claim("c2")), "n2", {})
+    assert results[0]["pool"] == "n2"
+
+
+def test_all_mode_admin_access_and_network_attached_devices() -> None:
+    dra = DraCache()
+    dra.on_device_class("ADDED", None, {"metadata": {"name": "gpu.example.com"}, "spec": {}})
+    dra.on_resource_slice("ADDED", None, gpu_slice("n1", "40Gi", n=3))
+    net = gpu_slice("x", "1Gi", n=1)
+    del net["spec"]["nodeName"]
+    net["metadata"]["name"], net["spec"]["pool"]["name"] = "rack", "rack"
+    net["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+    dra.on_resource_slice("ADDED", None, net)
+    every, _ = dra.choose(claim_from(claim("all", allocationMode="All")), "n1", {})
+    assert len(every) == 3
+    results, selector = dra.choose(claim_from(claim("c", count=4)), "n1", {"rack": "r1"})
+    assert {r["pool"] for r in results} == {"n1", "rack"}
+    assert selector is not None and selector["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n1"]
+    with pytest.raises(AllocationError):
+        dra.choose(claim_from(claim("c", count=4)), "n1", {"rack": "r2"})
+    assert node_selector_matches(net["spec"]["nodeSelector"], "n9", {"rack": "r1"})
+    admin = claim_from(claim("adm", adminAccess=True))
+    assert admin.to_model(None).count == 0
+
+
+async def test_a_claim_allocated_on_another_node_refuses_the_bind() -> None:
+    api, _, dra, _ = world(claim("team"))
+    alloc = DraAllocator(api, dra, lambda n: {})
+    await alloc.prepare(Bind("uid-a", "a", "ns", "ns/pg", "n1"), ("team",))
+    with pytest.raises(AllocationError, match="allocated for other nodes"):
+        await alloc.prepare(Bind("uid-b", "b", "ns", "ns/pg", "n2"), ("team",))
+    with pytest.raises(AllocationError, match="allocated for other nodes"):  # even a pod reserved already
+        await alloc.prepare(Bind("uid-a", "a", "ns", "ns/pg", "n2"), ("team",))
+
+
+async def test_class_and_claim_configs_are_copied_into_the_allocation() -> None:
+    c = claim("cfg")
+    c["spec"]["devices"]["config"] = [{"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {"b": 2}}}]
+    api, _, dra, _ = world(c)
+    dra.on_device_class("MODIFIED", None, {"metadata": {"name": "gpu.example.com"}, "spec": {
+        "config": [{"opaque": {"driver": DRIVER, "parameters": {"a": 1}}}]}})
+    await DraAllocator(api, dra, lambda n: {}).prepare(Bind("uid-a", "a", "ns", "pod:a", "n1"), ("cfg",))
+    assert api.objects[f"{CLAIMS}/cfg"]["status"]["allocation"]["devices"]["config"] == [
+        {"source": "FromClass", "requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {"a": 1}}},
+        {"source": "FromClaim", "requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {"b": 2}}}]
