@@ -38,7 +38,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     state = tmp_path_factory.mktemp("k8s")
     # A 10 s heartbeat keeps the heartbeat test short and costs little with a few dozen nodes.
     # The PV controller binds claims to the volumes shoal pre-binds (tests/e2e/test_volumes_live.py).
-    env = {"SHOAL_KWOK_HEARTBEAT_MS": "10000", "SHOAL_KCM_CONTROLLERS": "persistentvolume-binder-controller",
+    # The resource-claim controller makes pods' claims from their templates and releases them (test_dra_live.py).
+    env = {"SHOAL_KWOK_HEARTBEAT_MS": "10000",
+           "SHOAL_KCM_CONTROLLERS": "persistentvolume-binder-controller,resourceclaim-controller",
            **os.environ}
     res = subprocess.run([str(SCRIPT), "start", str(state)], capture_output=True, text=True, timeout=240,
                          env=env)
