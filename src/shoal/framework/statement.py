@@ -47,8 +47,8 @@ class Statement:
             ssn.unplace(task, task.status)
         ssn.place(task, node, status, groups)
 
-    def _record(self, kind: str, task: Task, **extra: str) -> _Op:
-        op = _Op(kind, task, task.status, task.node, list(task.groups), task.portion, **extra)
+    def _record(self, kind: str, task: Task, reason: str = "", action: str = "", preemptor: str = "") -> _Op:
+        op = _Op(kind, task, task.status, task.node, list(task.groups), task.portion, reason, action, preemptor)
         self.ops.append(op)
         return op
 
