@@ -49,6 +49,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lease-namespace", default="shoal-system", help="namespace of the leader Lease")
     p.add_argument("--lease-name", default="", help="name of the leader Lease (default: the scheduler name)")
     p.add_argument("--identity", default="", help="leader-election identity (default: host-pid)")
+    p.add_argument("--fast-binds", action=argparse.BooleanOptionalAction, default=True,
+                   help="send binds over lean pipelined HTTP/1.1 connections (default; --no-fast-binds: "
+                        "through the httpx client like every other request)")
     p.add_argument("--pod-grouper", action=argparse.BooleanOptionalAction, default=True,
                    help="create PodGroups from pods' top owners like KAI's pod grouper (default: on); "
                         "off = a pod naming no PodGroup is its own gang of one")
@@ -161,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                           gpu_sharing=sharing, usage_persist_seconds=usage_persist)
 
     try:
-        client = KubeClient(args.kubeconfig)
+        client = KubeClient(args.kubeconfig, fast_binds=getattr(args, "fast_binds", True))
     except Exception as e:  # missing file, no context, bad credentials: one line, not a traceback
         print(f"shoal run: cannot use kubeconfig {args.kubeconfig or '(default)'}: {e}")
         return 2

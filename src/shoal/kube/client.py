@@ -7,6 +7,7 @@ no typed-model cost. Every call raises `ApiError` (status code + message) on a n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -18,7 +19,9 @@ from typing import Any
 import httpx2 as httpx
 from lightkube import KubeConfig
 from lightkube.config import models as kubeconfig_models
-from lightkube.config.client_adapter import AsyncClient, ConnectionParams
+from lightkube.config.client_adapter import AsyncClient, ConnectionParams, verify_cluster
+
+from shoal.kube.fastpost import FastPoster
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +110,10 @@ def load_kubeconfig(path: str | None = None, *, environ: Mapping[str, str] | Non
 class KubeClient:
     """Thin async JSON client over lightkube's configured HTTP client."""
 
-    def __init__(self, kubeconfig: str | None = None, *, timeout: float = 30.0, http2: bool = True) -> None:
+    _fast: FastPoster | None = None  # (test doubles skip __init__)
+
+    def __init__(self, kubeconfig: str | None = None, *, timeout: float = 30.0, http2: bool = True,
+                 fast_binds: bool = True) -> None:
         config = load_kubeconfig(kubeconfig).get()
         if config is None:
             raise ValueError(f"no usable context in kubeconfig {kubeconfig or '(environment)'}")
@@ -119,8 +125,14 @@ class KubeClient:
             config, ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=http2))
         self._watch_http: httpx.AsyncClient = AsyncClient(
             config, ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=False))
+        #: Binds go through lean pipelined HTTP/1.1 connections (shoal.kube.fastpost) when the
+        #: kubeconfig's auth allows; None = through httpx like every other request.
+        self._fast = _fast_poster(config, timeout) if fast_binds else None
+        self._config = config
 
     async def close(self) -> None:
+        if self._fast is not None:
+            await self._fast.close()
         await self._http.aclose()
         await self._watch_http.aclose()
 
@@ -186,7 +198,17 @@ class KubeClient:
         body = {"apiVersion": "v1", "kind": "Binding",
                 "metadata": {"name": name, "namespace": namespace, "uid": uid},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        await self.request("POST", PODS.path(namespace, name, "binding"), body=body)
+        path = PODS.path(namespace, name, "binding")
+        if self._fast is None:
+            await self.request("POST", path, body=body)
+            return
+        status, content = await self._fast.post(path, json.dumps(body).encode())
+        if status == 401:  # a rotated token file: httpx's auth re-reads it, and so do later fast binds
+            await self.request("POST", path, body=body)
+            with contextlib.suppress(OSError):
+                self._fast.set_auth(_bearer(self._config))
+        elif status >= 300:
+            raise _api_error(status, content)
 
     async def evict(self, namespace: str, name: str, uid: str) -> None:
         """POST pods/eviction (policy/v1). A PDB refusal raises ApiError with code 429."""
@@ -194,6 +216,29 @@ class KubeClient:
                 "metadata": {"name": name, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": uid}}}
         await self.request("POST", PODS.path(namespace, name, "eviction"), body=body)
+
+
+def _fast_poster(config: Any, timeout: float) -> FastPoster | None:
+    """A FastPoster for a kubeconfig with token, token-file or client-certificate auth; else None."""
+    user = config.user
+    if user is None or user.exec is not None or user.username is not None:
+        return None
+    try:
+        auth = _bearer(config)
+    except OSError:
+        return None
+    ctx = verify_cluster(config.cluster, user, config.abs_file, trust_env=False)
+    return FastPoster(config.cluster.server, ctx, auth, timeout=timeout)
+
+
+def _bearer(config: Any) -> str | None:
+    """The kubeconfig user's bearer token as an Authorization header (a token file read now)."""
+    user = config.user
+    if user.token is not None:
+        return f"Bearer {user.token}"
+    if user.token_file is not None:
+        return f"Bearer {Path(config.abs_file(user.token_file)).read_text().strip()}"
+    return None
 
 
 def _have_h2() -> bool:

@@ -17,6 +17,10 @@ KINDS: dict[tuple[str, str], Resource] = {
         Resource("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"):
         Resource("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    ("rbac.authorization.k8s.io/v1", "Role"): Resource("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"):
+        Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    ("v1", "ConfigMap"): Resource("/api/v1", "configmaps", True),
 }
 
 
