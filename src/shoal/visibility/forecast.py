@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from shoal.cycle import paused_gc, run_cycle
 from shoal.framework.config import SchedulerConfig
+from shoal.framework.decisions import Bind, Evict
 from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
 from shoal.model.snapshot import ClusterSnapshot
@@ -107,7 +108,7 @@ def _initial_state(snapshot: ClusterSnapshot, runtime: RuntimeModel) -> _State:
     return st
 
 
-def _apply(st: _State, binds: list, evictions: list, t: float, grace: float) -> None:  # type: ignore[type-arg]
+def _apply(st: _State, binds: list[Bind], evictions: list[Evict], t: float, grace: float) -> None:
     for b in binds:
         p = st.pods.get(b.pod)
         if p is not None:
