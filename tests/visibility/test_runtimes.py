@@ -42,3 +42,19 @@ def test_facts_from_objects() -> None:
     queues = [{"metadata": {"name": "q", "annotations": {"shoal.dev/default-runtime": "30m"}}},
               {"metadata": {"name": "r", "annotations": {"shoal.dev/default-runtime": "x"}}}]
     assert queue_defaults(queues) == {"q": 1800.0}
+
+
+def test_export_restore_keeps_the_learned_samples_before_new_ones() -> None:
+    est = RuntimeEstimator(window=4)
+    for r in (100.0, 200.0, 300.0):
+        est.observe(("Job", "q"), r)
+    est.observe(("PyTorchJob", "p"), 50.0)
+    state = est.export()
+    assert state == [["Job", "q", [100.0, 200.0, 300.0]], ["PyTorchJob", "p", [50.0]]]
+    heir = RuntimeEstimator(window=4)
+    heir.observe(("Job", "q"), 400.0)
+    heir.observe(("Job", "q"), 500.0)
+    assert heir.restore(state) == 4
+    assert heir.export()[0] == ["Job", "q", [200.0, 300.0, 400.0, 500.0]]  # the newest four
+    assert heir.estimate(JobFacts(("Job", "q"))) == (400.0, "learned")
+    assert heir.estimate(JobFacts(("PyTorchJob", "p"))) == (3600.0, "default")  # one sample: not enough

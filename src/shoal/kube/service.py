@@ -135,6 +135,7 @@ class SchedulerService:
         self.mix_feed = PodMixFeed(ignored_jobs={OTHER_JOB}) if options.config.has_plugin("fragaware") else None
         self.visibility = VisibilityService(client, self.cache, options.scheduler_name, options.visibility,
                                             self.metrics)
+        self.visibility.runtimes.leading = self._leading  # only the leader writes the learned run times
         self.usage: UsageFeed | None = None
         self._usage_loaded = False
         self._set_usage(options.config)

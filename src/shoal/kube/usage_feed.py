@@ -21,16 +21,14 @@ usage parameters is ignored (logged).
 
 from __future__ import annotations
 
-import base64
-import gzip
-import json
 import logging
 import math
 from dataclasses import asdict
 from typing import Any
 
 from shoal.history.usage import UsageHistory, UsageParams, allocation_sample
-from shoal.kube.client import CONFIGMAPS, ApiError, KubeClient
+from shoal.kube.client import KubeClient
+from shoal.kube.state_configmap import read_state, write_state
 from shoal.model.snapshot import ClusterSnapshot
 
 logger = logging.getLogger(__name__)
@@ -86,20 +84,16 @@ class UsageFeed:
 
     async def load(self) -> bool:
         """Take over the persisted history if there is one for these parameters. True if taken."""
-        try:
-            cm = await self.client.get(CONFIGMAPS, self.name, self.namespace)
-        except ApiError as e:
-            if e.code != 404:
-                logger.warning("usage ConfigMap %s/%s: %s", self.namespace, self.name, e)
+        doc = await read_state(self.client, self.namespace, self.name, KEY)
+        if doc is None:
             return False
         try:
-            doc = json.loads(gzip.decompress(base64.b64decode((cm.get("binaryData") or {})[KEY])))
             if doc.get("format") != FORMAT or doc.get("params") != _params_key(self.params):
                 logger.info("usage ConfigMap %s/%s was written with other parameters: starting afresh",
                             self.namespace, self.name)
                 return False
             self.history = UsageHistory.restore(self.params, doc["state"])
-        except (KeyError, TypeError, ValueError, OSError) as e:
+        except (KeyError, TypeError, ValueError) as e:
             logger.warning("usage ConfigMap %s/%s unreadable (%s): starting afresh", self.namespace, self.name, e)
             return False
         self._last, self._recorded_at = None, -math.inf
@@ -112,20 +106,7 @@ class UsageFeed:
         if not force and now - self._persisted_at < self.persist_seconds:
             return
         doc = {"format": FORMAT, "params": _params_key(self.params), "state": self.history.export()}
-        data = base64.b64encode(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)).decode()
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": self.name, "namespace": self.namespace,
-                             "labels": {"app.kubernetes.io/managed-by": "shoal"}},
-                "binaryData": {KEY: data}}
-        try:
-            try:
-                await self.client.patch(CONFIGMAPS, self.name, {"binaryData": {KEY: data}}, self.namespace)
-            except ApiError as e:
-                if e.code != 404:
-                    raise
-                await self.client.create(CONFIGMAPS, body, self.namespace)
-        except ApiError as e:
-            logger.warning("usage ConfigMap %s/%s: %s", self.namespace, self.name, e)
+        if not await write_state(self.client, self.namespace, self.name, KEY, doc):
             return
         self._persisted_at = now
         self.writes += 1

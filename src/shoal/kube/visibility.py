@@ -11,7 +11,8 @@
   annotation `shoal.dev/predicted-start` (RFC 3339; removed when no prediction) and the gauge
   `shoal_gang_predicted_start_timestamp_seconds`. Run times come from `shoal.visibility.runtimes`:
   the PodGroup's `shoal.dev/expected-runtime`, jobs of the same owner kind and queue that
-  finished, the Queue's `shoal.dev/default-runtime`, the service default.
+  finished, the Queue's `shoal.dev/default-runtime`, the service default. The learned run times
+  survive restarts in the ConfigMap `<namespace>/<scheduler-name>-runtimes` (`runtime_store`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from shoal.kube.applier import rfc3339
 from shoal.kube.cache import ClusterCache
 from shoal.kube.client import CONFIGMAPS, PODGROUPS, ApiError, KubeClient
 from shoal.kube.metrics import SchedulerMetrics
+from shoal.kube.runtime_store import RuntimeStore, runtimes_configmap_name
 from shoal.kube.visibility_metrics import ParityMetrics
 from shoal.model.snapshot import ClusterSnapshot
 from shoal.visibility.forecast import forecast
@@ -90,6 +92,8 @@ class VisibilityOptions:
     eta_max_cycles: int = 200
     default_runtime: float = 3600.0
     queue_runtimes: dict[str, float] = field(default_factory=dict)
+    #: Seconds between writes of the learned run times (by the leader, when it learned something).
+    runtimes_persist_seconds: float = 300.0
     #: Include the node x GPU grid (the dashboard shows it; the ConfigMap copy leaves it out).
     nodes: bool = False
     recent: int = 50
@@ -108,6 +112,8 @@ class VisibilityService:
         self.evictions: deque[dict[str, Any]] = deque(maxlen=opts.recent)
         self.latencies: deque[tuple[float, float]] = deque(maxlen=120)
         self.estimator = RuntimeEstimator(opts.default_runtime, dict(opts.queue_runtimes))
+        self.runtimes = RuntimeStore(client, self.estimator, opts.namespace, runtimes_configmap_name(scheduler_name),
+                                     persist_seconds=opts.runtimes_persist_seconds)
         self.etas: dict[str, float | None] = {}
         self.eta_sources: dict[str, str] = {}
         #: Which run-time source the last forecast used, counted over the jobs it timed.
@@ -208,10 +214,12 @@ class VisibilityService:
         return True
 
     async def _eta_loop(self) -> None:
+        await self.runtimes.load()  # what this scheduler learned before a restart
         await asyncio.sleep(min(self.opts.eta_seconds, 2.0))  # the first prediction soon after start-up
         while True:
             try:
                 await self.predict()
+                await self.runtimes.persist(self.clock())
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -315,3 +323,4 @@ class VisibilityService:
         queue = pg.queue if pg is not None else str((meta(new).get("labels") or {}).get("kai.scheduler/queue", ""))
         self._learned.append(pod.job)
         self.estimator.observe(self.job_facts(pod.job, queue).key, self.clock() - pod.start_time)
+        self.runtimes.observed += 1

@@ -67,6 +67,24 @@ class RuntimeEstimator:
             self._sorted[key] = s
         return s
 
+    def export(self) -> list[list[Any]]:
+        """The learned samples as `[[owner kind, queue, [run times (0.1 s), oldest first]], ...]` (JSON)."""
+        return [[kind, queue, [round(r, 1) for r in q]] for (kind, queue), q in sorted(self._samples.items()) if q]
+
+    def restore(self, state: list[list[Any]]) -> int:
+        """Add samples exported by `export` (a restarted or new leader's), before the ones observed
+        since, keeping the newest `window` per key; returns how many were taken. Raises ValueError or
+        TypeError on a malformed state."""
+        taken = 0
+        for kind, queue, runtimes in state:
+            key = (str(kind), str(queue))
+            old = [float(r) for r in runtimes if float(r) > 0]
+            merged = deque(old + list(self._samples.get(key, ())), maxlen=self.window)
+            self._samples[key] = merged
+            self._sorted.pop(key, None)
+            taken += len(old)
+        return taken
+
     def estimate(self, facts: JobFacts, elapsed: float = 0.0) -> tuple[float, str]:
         """(expected remaining seconds, source) for a job that has run `elapsed` seconds."""
         if facts.declared is not None:
