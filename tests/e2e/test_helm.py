@@ -18,10 +18,12 @@ import yaml
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.config.models import User
 from lightkube.generic_resource import create_global_resource
+from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
 from lightkube.models.core_v1 import NodeSpec, NodeStatus
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.authorization_v1 import SubjectAccessReview
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, Secret, Service, ServiceAccount
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding, Role, RoleBinding
@@ -297,6 +299,29 @@ def test_chart_rbac_denies_what_the_scheduler_does_not_need(chart_cluster: Chart
         with pytest.raises(ApiError) as exc:
             call()
         assert exc.value.status.code == 403, f"{what}: {exc.value.status}"
+
+
+def test_chart_viewer_role_reads_the_report_and_nothing_else(chart_cluster: ChartCluster, installed: float) -> None:
+    """viewerRole: a member of the group shoal-viewers may read what `shoal queues|pending|explain|snapshot`
+    read (asked with SubjectAccessReview, as the API server authorises a request) and nothing more."""
+    c = chart_cluster.client()
+
+    def allowed(verb: str, resource: str, name: str = "", namespace: str = "", group: str = "") -> bool:
+        attrs = ResourceAttributes(verb=verb, resource=resource, name=name or None, namespace=namespace or None,
+                                   group=group)
+        review = c.create(SubjectAccessReview(spec=SubjectAccessReviewSpec(
+            user="alice", groups=["shoal-viewers", "system:authenticated"], resourceAttributes=attrs)))
+        return bool(review.status.allowed)
+
+    assert allowed("get", "configmaps", "kai-scheduler-visibility", NAMESPACE)
+    assert allowed("list", "pods") and allowed("list", "nodes")
+    assert allowed("list", "podgroups", group="scheduling.run.ai")
+    assert allowed("list", "queues", group="scheduling.run.ai")
+    assert allowed("list", "topologies", group="kai.scheduler")
+    assert not allowed("get", "configmaps", f"{RELEASE}-config", NAMESPACE)
+    assert not allowed("list", "secrets", namespace=NAMESPACE)
+    assert not allowed("delete", "pods", "any", "default")
+    assert not allowed("patch", "podgroups", "any", "default", group="scheduling.run.ai")
 
 
 # --------------------------------------------------------------------------------------- config reload
