@@ -39,7 +39,7 @@ def shared_group_fit_counts(ssn: Session, task: Task, rows: Rows = None) -> tupl
     return fit, idle
 
 
-def _nonzero_columns(ssn: Session, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def nonzero_columns(ssn: Session, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(columns, amounts) of a request vector's non-zero entries. Request vectors are read-only
     and shared between pods with equal requests, so this is memoised per session by identity
     (the memo keeps the vector alive, so its id cannot be reused)."""
@@ -62,7 +62,7 @@ def fit_masks(ssn: Session, task: Task, rows: Rows = None) -> tuple[np.ndarray, 
     if pod.best_effort:
         ones = np.ones(n, dtype=bool)
         return ones, ones.copy()
-    cols, need = _nonzero_columns(ssn, task.vec)
+    cols, need = nonzero_columns(ssn, task.vec)
     if rows is None:
         idle = nodes.idle[:, cols]
         free = idle + nodes.releasing[:, cols]

@@ -27,7 +27,11 @@ class JobsByQueue:
     """A priority structure of jobs over the queue tree. Pop returns the next job to try."""
 
     def __init__(self, ssn: Session, jobs: Iterable[Job], *, victim_mode: bool = False,
-                 request: Callable[[Job], np.ndarray] | None = None, depth: int | None = None) -> None:
+                 request: Callable[[Job], np.ndarray] | None = None, depth: int | None = None,
+                 keys: dict[str, tuple[int, tuple[object, ...]]] | None = None) -> None:
+        """`keys`: a memo of the jobs' order keys (job uid -> (job version, key)) shared by queues
+        of one mode built over and over in one session; valid because the plugins' job keys read
+        only the job's own state, which moves its version."""
         self.ssn = ssn
         self.victim = victim_mode
         self.request = request or job_request
@@ -42,9 +46,7 @@ class JobsByQueue:
         for job in jobs:
             if job.queue is None or job.fault:
                 continue
-            key = None
-            with isolated(ssn, job, "job order"):  # a job whose order key raises is skipped
-                key = self._key(job)
+            key = self._memo_key(job, keys)
             if key is None:
                 continue
             self._seq += 1
@@ -59,6 +61,18 @@ class JobsByQueue:
             self._attach(self.ssn.queues[name])
 
     # -- jobs --------------------------------------------------------------------------------
+    def _memo_key(self, job: Job, keys: dict[str, tuple[int, tuple[object, ...]]] | None) -> tuple[object, ...] | None:
+        """The job's order key (from `keys` while the job's version stands); None if it raised."""
+        hit = keys.get(job.uid) if keys is not None else None
+        if hit is not None and hit[0] == job.version:
+            return hit[1]
+        key = None
+        with isolated(self.ssn, job, "job order"):  # a job whose order key raises is skipped
+            key = self._key(job)
+        if key is not None and keys is not None:
+            keys[job.uid] = (job.version, key)
+        return key
+
     def _key(self, job: Job) -> tuple[object, ...]:
         key = self.ssn.job_key(job)
         return tuple(_Reverse(k) for k in key) if self.victim else key

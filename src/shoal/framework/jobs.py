@@ -51,8 +51,13 @@ class Task:
 
     def quota_vector(self) -> np.ndarray:
         """This task's share of its queue (GPU quota milli, CPU milli, memory bytes)."""
-        gpu = self.accepted_gpu if self.pod.gpu.is_shared else self.pod.gpu_quota_milli
-        return np.array([gpu, self.pod.cpu_milli, self.pod.memory], dtype=np.float64)
+        return np.array(self.quota(), dtype=np.float64)
+
+    def quota(self) -> tuple[float, float, float]:
+        """`quota_vector` as plain floats (hot loops avoid tiny numpy arrays)."""
+        p = self.pod
+        gpu = self.accepted_gpu if p.gpu.is_shared else p.gpu_quota_milli
+        return float(gpu), float(p.cpu_milli), float(p.memory)
 
     def request_quota_vector(self) -> np.ndarray:
         """Requested share (pending pods): GPU memory counts memory/100 GPUs (KAI quirk)."""

@@ -40,7 +40,7 @@ PrePredicate = Callable[["Session", Task], str | None]
 DynamicFilter = Callable[["Session", Task], tuple[np.ndarray, str] | None]
 CapacityCheck = Callable[["Session", Job, list[Task]], str | None]
 TaskCapacityCheck = Callable[["Session", Task, int], str | None]
-JobKey = Callable[[Job], tuple[Any, ...]]
+JobKey = Callable[[Job], tuple[Any, ...]]  # reads the job's own state only: valid per job version
 TaskKey = Callable[[Task], tuple[Any, ...]]
 #: KAI's SubsetNodes (kai-spec §3.8, §3.12): (session, job, (sub)group name, its topology constraint,
 #: the pod sets under it, the tasks to place there, the incoming node-set mask) -> the node-set masks

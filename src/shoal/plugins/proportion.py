@@ -133,44 +133,68 @@ def queue_states(ssn: Session) -> dict[str, QueueState]:
             for name, q in ssn.queues.items()}
 
 
-def victim_chunks(ssn: Session, victims: dict[str, list[Task]]) -> dict[str, list[np.ndarray]]:
+#: Per victim job: (job version, its victim task uids, its chunks) - see `victim_chunks`.
+ChunkMemo = dict[str, tuple[int, tuple[str, ...], list[np.ndarray]]]
+
+
+def victim_chunks(ssn: Session, victims: dict[str, list[Task]],
+                  memo: ChunkMemo | None = None) -> dict[str, list[np.ndarray]]:
     """Per reclaimee leaf queue, the resources taken: per victim job, the first `min` evicted
     pods of every pod set together are one (core) chunk, every further pod its own (elastic)
     chunk. Victims that were moved (pipelined elsewhere or back) are not taken, and a queue whose
     victims all moved has no entry (KAI's `reclaimableFn` skips victims without resources: such a
-    queue is neither checked nor counted as a touched sibling)."""
+    queue is neither checked nor counted as a touched sibling).
+
+    `memo` keeps each job's chunks with its version and victim tasks: a job's chunks read only
+    its tasks' statuses (which move its version), order keys, minimums and quotas, so a victim job
+    unchanged since an earlier scenario gets the same chunks without recounting them."""
     out: dict[str, list[np.ndarray]] = {}
     for uid in sorted(victims):
         job = ssn.jobs[uid]
         if job.queue is None:
             continue
-        by_set: dict[str, list[Task]] = {}
-        for t in victims[uid]:
-            if t.status == PodStatus.RELEASING:
-                by_set.setdefault(t.pod_set.name, []).append(t)
-        core = np.zeros(3)
-        extra: list[np.ndarray] = []
-        has_core = False
-        for name in sorted(by_set):
-            tasks = sorted(by_set[name], key=lambda t: t.order_key)
-            m = max(job.pod_sets[name].min_available, 1)
-            for t in tasks[:m]:
-                core += t.quota_vector()
-                has_core = True
-            extra.extend(t.quota_vector() for t in tasks[m:])
-        if not has_core and not extra:
-            continue  # KAI skips a victim job that lost nothing (every pod moved)
-        chunks = out.setdefault(job.queue.name, [])
-        if has_core:
-            chunks.append(core)
-        chunks.extend(extra)
+        tasks_key = tuple(t.uid for t in victims[uid])
+        hit = memo.get(uid) if memo is not None else None
+        if hit is not None and hit[0] == job.version and hit[1] == tasks_key:
+            if hit[2]:
+                out.setdefault(job.queue.name, []).extend(hit[2])
+            continue
+        mine = _job_chunks(job, victims[uid])
+        if memo is not None:
+            memo[uid] = (job.version, tasks_key, mine)
+        if mine:
+            out.setdefault(job.queue.name, []).extend(mine)
     return out
+
+
+def _job_chunks(job: Job, victims: list[Task]) -> list[np.ndarray]:
+    """One victim job's chunks: the core chunk, then one per further evicted pod ([] if none)."""
+    by_set: dict[str, list[Task]] = {}
+    for t in victims:
+        if t.status == PodStatus.RELEASING:
+            by_set.setdefault(t.pod_set.name, []).append(t)
+    if not by_set:
+        return []  # KAI skips a victim job that lost nothing (every pod moved)
+    # Summed in plain floats in the same order as float64 vectors would be: the same values.
+    gpu = cpu = mem = 0.0
+    extra: list[np.ndarray] = []
+    for name in sorted(by_set):
+        tasks = by_set[name]
+        if len(tasks) > 1:
+            tasks.sort(key=lambda t: t.order_key)
+        m = max(job.pod_sets[name].min_available, 1)
+        for t in tasks[:m]:
+            g, c, b = t.quota()
+            gpu, cpu, mem = gpu + g, cpu + c, mem + b
+        extra.extend(t.quota_vector() for t in tasks[m:])
+    return [np.array([gpu, cpu, mem]), *extra]
 
 
 def register_reclaim(ssn: Session, multiplier: float) -> None:
     """`CanReclaimResources` (current state) and the `Reclaimable` scenario validator (queue
     state frozen when the reclaimer's attempt starts, i.e. at its `can_reclaim` call)."""
     frozen: dict[str, tuple[dict[str, QueueState], np.ndarray]] = {}
+    memo: ChunkMemo = {}
 
     def gate(ssn: Session, job: Job, req: np.ndarray) -> bool:
         if job.queue is None:
@@ -183,7 +207,7 @@ def register_reclaim(ssn: Session, multiplier: float) -> None:
         if job.queue is None or job.uid not in frozen:
             return False
         states, req = frozen[job.uid]
-        return reclaimable(states, job.queue.name, req, job.preemptible, victim_chunks(ssn, victims),
+        return reclaimable(states, job.queue.name, req, job.preemptible, victim_chunks(ssn, victims, memo),
                            multiplier)
 
     ssn.hooks.can_reclaim.append(gate)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shoal.framework.cycle_state import StateKey
-from shoal.framework.fit import fit_masks
+from shoal.framework.fit import fit_masks, nonzero_columns
 from shoal.framework.jobs import Task
 from shoal.framework.session import NodeScorer, Predicate, Session
 
@@ -104,8 +104,30 @@ def _entry(ssn: Session, task: Task) -> _Entry:
         return entry
     changed = np.flatnonzero(ssn.nodes.version != entry.versions)
     if changed.size:
+        changed = _drop_full(ssn, task, entry, changed)
+    if changed.size:
         _refresh(ssn, task, entry, changed)
     return entry
+
+
+def _drop_full(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> np.ndarray:
+    """Settle the changed rows where the task's requests exceed idle + releasing (the node was
+    just filled): such a node fails `fit_masks` whatever else holds, so it is not ok and never a
+    candidate - its stale score and idle fit are never read (only rows that are ok are). Returns
+    the rows still to refresh."""
+    if task.pod.best_effort:
+        return rows
+    nodes = ssn.nodes
+    cols, need = nonzero_columns(ssn, task.vec)
+    full = ((nodes.idle[rows][:, cols] + nodes.releasing[rows][:, cols]) < need).any(axis=1)
+    if not full.any():
+        return rows
+    done = rows[full]
+    entry.ok[done] = False
+    entry.masked[done] = -np.inf
+    entry.versions[done] = nodes.version[done]
+    rest: np.ndarray = rows[~full]
+    return rest
 
 
 def dynamic_mask(ssn: Session, task: Task) -> np.ndarray | None:

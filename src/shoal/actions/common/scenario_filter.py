@@ -70,14 +70,21 @@ def greedy_match(needs_desc: list[int], caps_desc: list[int]) -> bool:
     """KAI `greedyMatchRequirements`: each need, largest first, takes the first holder (largest
     capacity first) with room left; a zero need ends the match successfully."""
     used = [0] * len(caps_desc)
+    start, last = 0, -1
     for need in needs_desc:
         if need == 0:
             return True
-        for h, cap in enumerate(caps_desc):
+        if need != last:
+            # Holders skipped for an equal need had less room than it, and room only shrinks: a
+            # run of equal needs resumes where the previous one of the run was placed (exact).
+            start, last = 0, need
+        for h in range(start, len(caps_desc)):
+            cap = caps_desc[h]
             if cap < need:
                 return False
             if cap - used[h] >= need:
                 used[h] += need
+                start = h
                 break
         else:
             return False

@@ -136,6 +136,8 @@ class VictimSolver:
         self._scan: _Scan | None = None
         #: Victim job uid -> (job version, its tasks to allocate in a simulation).
         self._sim_tasks: dict[str, tuple[int, list[Task]]] = {}
+        #: Job uid -> (job version, queue-order key): the simulations' queues share them.
+        self._keys: dict[str, tuple[int, tuple[object, ...]]] = {}
 
     # -- entry point ---------------------------------------------------------------------
     def solve(self, job: Job) -> Statement | None:
@@ -291,7 +293,7 @@ class VictimSolver:
             # KAI compares queues by the best job's tasks-to-allocate (virtual victims included).
             return partial_req if j is job else simulated_request(j)
 
-        order = JobsByQueue(ssn, sorted(jobs.values(), key=lambda j: j.uid), request=request)
+        order = JobsByQueue(ssn, sorted(jobs.values(), key=lambda j: j.uid), request=request, keys=self._keys)
         # Only the preemptor and the victims' jobs act; once all of them were popped, the rest of
         # the order would be popped and skipped, so stop there.
         to_act = sum(1 for uid in victim_jobs | {job.uid} if jobs[uid].queue is not None)
