@@ -7,6 +7,8 @@ on it. No decoder raises anything else on malformed input.
 
 from __future__ import annotations
 
+import dataclasses
+
 from shoal.kai.constraints import (
     host_ports_from,
     node_affinity_from,
@@ -241,17 +243,34 @@ def _task_priority(value: str | None) -> tuple[int | None, bool]:
         return None, True
 
 
-def mutable_fields(obj: JSON) -> tuple[object, ...]:
-    """The parts of a pod object `pod_from` reads that can change after creation: an update that
-    leaves them equal (status noise: conditions, IPs, container states) needs no decoding.
-    Whoever makes `pod_from` read another mutable field adds it here."""
+def mutable_fields(obj: JSON) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """The parts of a pod object `pod_from` reads that can change after creation, as (placement,
+    the rest): an update that leaves both equal (status noise: conditions, IPs, container states)
+    needs no decoding, one that changes only the placement needs `with_placement` (a bind, the pod
+    starting or ending). The values are the object's own (compared, never mutated). Whoever makes
+    `pod_from` read another mutable field adds it here (and to `with_placement` if it is placement)."""
     m = meta(obj)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    return (spec.get("nodeName"), status.get("phase"), m.get("deletionTimestamp"), repr(m.get("labels")),
-            repr(m.get("annotations")), repr(spec.get("schedulingGates")), status.get("nominatedNodeName"),
-            status.get("startTime"), repr(spec.get("containers")), repr(spec.get("initContainers")),
-            # Mutable on gated pods (tolerations: additions on any pod).
-            repr(spec.get("tolerations")), repr(spec.get("affinity")), repr(spec.get("nodeSelector")),
-            # The claims the resource-claim controller makes from the pod's templates.
-            repr(status.get("resourceClaimStatuses")))
+    placement = (spec.get("nodeName"), status.get("phase"), m.get("deletionTimestamp"),
+                 status.get("nominatedNodeName"), status.get("startTime"))
+    return placement, (m.get("labels"), m.get("annotations"), spec.get("schedulingGates"),
+                       spec.get("containers"), spec.get("initContainers"),
+                       # Mutable on gated pods (tolerations: additions on any pod).
+                       spec.get("tolerations"), spec.get("affinity"), spec.get("nodeSelector"),
+                       # The claims the resource-claim controller makes from the pod's templates.
+                       status.get("resourceClaimStatuses"))
+
+
+def with_placement(prev: Pod, obj: JSON) -> Pod:
+    """`prev`, decoded by `pod_from` from an earlier version of `obj` whose non-placement
+    `mutable_fields` were equal, with `obj`'s placement: what `pod_from` would return, without
+    decoding the requests and constraints again (a bind and a start are most watch events)."""
+    m = meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    node = node_name_of(spec)
+    return dataclasses.replace(
+        prev, status=pod_status(obj), node=node,
+        gpu_groups=gpu_groups_of(m.get("labels") or {}) if node and prev.gpu.is_shared else [],
+        nominated_node=status.get("nominatedNodeName") or None, start_time=timestamp(status.get("startTime")))

@@ -26,7 +26,7 @@ from shoal.kai.crds import implicit_podgroup, implicit_uid, podgroup_from, queue
 from shoal.kai.names import PODGROUP_ANNOTATION
 from shoal.kai.nodes import node_from
 from shoal.kai.objects import JSON, meta
-from shoal.kai.pods import mutable_fields, placed_pod_from, pod_from
+from shoal.kai.pods import mutable_fields, placed_pod_from, pod_from, with_placement
 from shoal.kai.volumes import pv_from, pvc_from, storage_class_from
 from shoal.kube.other_pods import OTHER_JOB, other_group, other_usage
 from shoal.kube.problems import Problem, problem_of, why
@@ -50,9 +50,8 @@ class ClusterCache:
     clock: Callable[[], float]
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
-    #: What each of our pods was decoded from (`kai.pods.mutable_fields`): an update that leaves it
-    #: equal (status noise: conditions, IPs, container states) needs no decoding.
-    signatures: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    #: What each of our pods was decoded from (`kai.pods.mutable_fields`: placement, the rest).
+    signatures: dict[str, tuple[tuple[object, ...], tuple[object, ...]]] = field(default_factory=dict)
     other: dict[str, Pod] = field(default_factory=dict)
     podgroups: dict[str, PodGroup] = field(default_factory=dict)
     podgroup_objs: dict[str, JSON] = field(default_factory=dict)
@@ -105,12 +104,14 @@ class ClusterCache:
             return
         self.held.pop(uid, None)
         sig = mutable_fields(obj)
-        if self.signatures.get(uid) == sig and uid in self.pods:
+        old_sig = self.signatures.get(uid)
+        if old_sig == sig and uid in self.pods:
             return  # only status noise changed: nothing to re-derive
         job = f"{ns}/{pg_name}" if pg_name else implicit_uid(uid)
         prev = self.pods.get(uid)
         try:
-            pod = pod_from(obj, job)
+            same_rest = prev is not None and prev.job == job and old_sig is not None and old_sig[1] == sig[1]
+            pod = with_placement(prev, obj) if prev is not None and same_rest else pod_from(obj, job)
         except Exception as e:
             self._drop_pod(uid)
             self.problems[("Pod", uid)] = Problem("Pod", ns, name, uid, why(e))
