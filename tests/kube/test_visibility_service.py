@@ -99,3 +99,17 @@ def test_predictions_become_annotations_and_are_removed_when_gone() -> None:
     assert body["metadata"]["annotations"][PREDICTED_START_ANNOTATION] == "2023-11-14T23:03:20Z"
     asyncio.run(svc._annotate({}))  # the gang is no longer pending
     assert client.objects[("podgroups", "waits")]["metadata"]["annotations"][PREDICTED_START_ANNOTATION] is None
+
+
+def test_a_forecast_over_its_time_budget_stops_without_predicting() -> None:
+    client = FakeClient()
+    svc = VisibilityService(client, ClusterCache("s", lambda: sc.NOW), "s",  # type: ignore[arg-type]
+                            VisibilityOptions(namespace="ns", report_seconds=0, eta_budget=0.0), SchedulerMetrics(),
+                            clock=lambda: sc.NOW)
+    snap = sc.limit_blocked()
+    _cycle(svc, snap)
+    asyncio.run(svc.predict())  # one cycle only: the gang behind the limit does not start in it
+    assert svc.etas == {"ns/waits": None}
+    svc.opts.eta_budget = 60.0
+    asyncio.run(svc.predict())
+    assert svc.etas == {"ns/waits": sc.NOW + 3000.0}

@@ -43,3 +43,20 @@ def test_never_ending_blockers_give_no_prediction_and_the_snapshot_is_untouched(
 def test_the_horizon_bounds_the_prediction() -> None:
     fc = forecast(sc.limit_blocked(), SchedulerConfig(), hour_jobs, horizon=1000.0)
     assert fc.starts == {"ns/waits": None}
+
+
+def test_stop_ends_the_forecast_early_without_predictions_for_the_rest() -> None:
+    snap = ClusterSnapshot(now=sc.NOW, nodes=[sc.node("n0")], queues=[sc.queue("q")])
+    sc.gang(snap, "running", "q", 1, 8, running_on=["n0"], age=0)
+    sc.gang(snap, "second", "q", 1, 8, age=20)
+    sc.gang(snap, "third", "q", 1, 8, age=10)
+    asked = []
+
+    def stop() -> bool:  # the service's time budget runs out after two cycles
+        asked.append(1)
+        return len(asked) >= 2
+
+    fc = forecast(snap, SchedulerConfig(), lambda uid, el: 1000.0 - el, stop=stop)
+    assert fc.starts == {"ns/second": sc.NOW + 1000.0, "ns/third": None}
+    assert fc.cycles == 2 and not fc.complete
+    assert forecast(snap, SchedulerConfig(), lambda uid, el: 1000.0 - el, stop=lambda: False).complete

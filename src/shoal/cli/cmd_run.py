@@ -107,6 +107,9 @@ def add_visibility_args(p: argparse.ArgumentParser) -> None:
                    help="predict start times this often in a worker thread; 0 = off (default: %(default)s)")
     g.add_argument("--eta-horizon", default="7d", metavar="DURATION",
                    help="predict no further ahead than this (default: %(default)s)")
+    g.add_argument("--eta-budget", default="10s", metavar="DURATION",
+                   help="wall time one forecast may take; gangs it has not reached by then get no prediction "
+                        "(default: %(default)s)")
     g.add_argument("--eta-default-runtime", default="1h", metavar="DURATION",
                    help="run time of a job with no annotation, no learned estimate and no queue default "
                         "(default: %(default)s)")
@@ -127,6 +130,7 @@ def visibility_options(args: argparse.Namespace) -> Any:
         queues[name] = parse_duration(value)
     return VisibilityOptions(namespace=args.lease_namespace, publish=args.report,
                              eta_seconds=parse_duration(args.eta_period), eta_horizon=parse_duration(args.eta_horizon),
+                             eta_budget=parse_duration(args.eta_budget),
                              default_runtime=parse_duration(args.eta_default_runtime), queue_runtimes=queues,
                              nodes=args.ui_port is not None)
 

@@ -90,6 +90,9 @@ class VisibilityOptions:
     eta_seconds: float = 30.0
     eta_horizon: float = 7 * 86400.0
     eta_max_cycles: int = 200
+    #: Wall seconds a forecast may take (it shares the interpreter with the scheduling cycle); the
+    #: gangs it has not started by then get no prediction this time.
+    eta_budget: float = 10.0
     default_runtime: float = 3600.0
     queue_runtimes: dict[str, float] = field(default_factory=dict)
     #: Seconds between writes of the learned run times (by the leader, when it learned something).
@@ -232,8 +235,13 @@ class VisibilityService:
             return
         snapshot, config = self._latest
         runtime = self.runtime_model(snapshot)
+        deadline = time.perf_counter() + self.opts.eta_budget
         fc = await asyncio.to_thread(forecast, snapshot, config, runtime, horizon=self.opts.eta_horizon,
-                                     max_cycles=self.opts.eta_max_cycles)
+                                     max_cycles=self.opts.eta_max_cycles, stop=lambda: time.perf_counter() > deadline)
+        if not fc.complete:
+            logger.debug("start-time forecast stopped after %d cycles (%s): %d of %d gangs predicted", fc.cycles,
+                         "budget" if time.perf_counter() > deadline else "max cycles",
+                         sum(v is not None for v in fc.starts.values()), len(fc.starts))
         self.etas = dict(fc.starts)
         self.eta_time = snapshot.now
         self.eta_basis = dict(Counter(self.eta_sources.values()))

@@ -13,7 +13,9 @@ the forecast).
 
 Contract: pure (no clock, no I/O); never mutates the snapshot's objects (pods and pod groups are
 copied before they change); same inputs, same predictions. Cost: at most `max_cycles` cycles;
-events closer than `resolution` seconds share one cycle.
+events closer than `resolution` seconds share one cycle; the caller's `stop()`, asked before every
+cycle but the first, ends it early (the live service's time budget), gangs not started by then
+without a prediction and `complete` False.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class _State:
 
 def forecast(snapshot: ClusterSnapshot, config: SchedulerConfig, runtime: RuntimeModel, *,
              horizon: float = 7 * 86400.0, max_cycles: int = 200, resolution: float = 60.0,
-             eviction_grace: float = 30.0) -> Forecast:
+             eviction_grace: float = 30.0, stop: Callable[[], bool] | None = None) -> Forecast:
     """Predict when each gang with pending pods starts (see the module doc)."""
     st = _initial_state(snapshot, runtime)
     targets = {uid for uid, members in st.members.items()
@@ -66,6 +68,9 @@ def forecast(snapshot: ClusterSnapshot, config: SchedulerConfig, runtime: Runtim
     out = Forecast(starts=dict.fromkeys(sorted(targets)), reached=snapshot.now)
     t, end = snapshot.now, snapshot.now + horizon
     while out.cycles < max_cycles:
+        if out.cycles and stop is not None and stop():
+            out.complete = False
+            break
         snap = dataclasses.replace(snapshot, now=t, pods=list(st.pods.values()), podgroups=list(st.groups.values()))
         with paused_gc():
             result = run_cycle(snap, config)
