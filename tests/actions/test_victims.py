@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from core.reclaim_world import World
-from shoal.actions.common.victims import VictimQueue, clone_job, tasks_to_evict
+from shoal.actions.common.victim_queue import VictimQueue
+from shoal.actions.common.victims import clone_job, tasks_to_evict
 from shoal.cycle import open_session
 from shoal.framework.config import SchedulerConfig
 from shoal.framework.session import Session

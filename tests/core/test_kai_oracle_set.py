@@ -43,6 +43,12 @@ def test_random_scenario_agrees_with_kai(path: Path) -> None:
     _check(path)
 
 
+@pytest.mark.parametrize("path", _files("minimized"), ids=lambda p: p.name.removesuffix(".yaml.gz"))
+def test_minimized_regression_agrees_with_kai(path: Path) -> None:
+    """Disagreements found on the set, cut down to the few jobs and nodes that show them, fixed."""
+    _check(path)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", _files("large"), ids=lambda p: p.name.removesuffix(".yaml.gz"))
 def test_reclaim_large_agrees_with_kai(path: Path) -> None:
@@ -50,6 +56,6 @@ def test_reclaim_large_agrees_with_kai(path: Path) -> None:
 
 
 def test_the_set_is_present_and_the_list_names_real_scenarios() -> None:
-    ids = {runner.load(p).id for p in _files("random") + _files("large")}
+    ids = {runner.load(p).id for p in _files("random") + _files("large") + _files("minimized")}
     assert len(_files("random")) >= 40
     assert not set(KNOWN) - ids, f"known_disagreements.yaml names unknown scenarios: {set(KNOWN) - ids}"

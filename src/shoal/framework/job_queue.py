@@ -1,11 +1,16 @@
 """Jobs ordered by queue (kai-spec §3.6): pick the best queue at every level of the queue tree,
 then the best job of the chosen leaf. Victim mode reverses both orders (most-over queue first).
 
-Like KAI, each level is a heap of child queues ordered by the queue-order comparator over the
-queues' current state and best jobs. Popping a job takes its leaf and ancestors out of their
-parents' heaps; they go back (re-ordered by their new state) before the next push or pop, so a
-pop costs O(depth x log(queues)) comparisons. Ties the comparator leaves open go to the older
-queue, then the name, so the order is total.
+The structure is KAI's `JobsOrderByQueues`, rule for rule, because its order is not simply "the
+best queue by the current state": every level is a Go heap of child queues (`GoHeap`), and a
+pop or push only *marks* the touched leaf and its ancestors stale. A stale queue is re-sifted
+(`Fix(0)`) only when it is at the top of its heap on the way down to the next leaf; the others
+keep their places. Comparing two queues reads each one's best job through the *current* tops of
+its sub-heaps, stale or not. So after a queue's best job failed, its parent still competes with
+the job that was next in the stale sub-heap (KAI: a department whose old best child holds an
+unplaceable 128-GPU job loses to a higher-priority department, though its other child has a
+15-GPU job that would fit). Jobs enter in uid order (KAI: Go map order), so the same input gives
+the same order. Ties the comparator leaves open go to the older queue, then the name.
 """
 
 from __future__ import annotations
@@ -16,11 +21,28 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from shoal.framework.faults import isolated
+from shoal.framework.go_heap import GoHeap
 from shoal.framework.jobs import Job, QueueInfo
 from shoal.framework.session import Session
 from shoal.model.status import ALLOCATED, PodStatus
 
-ROOT = ""
+_Entry = tuple[tuple[object, ...], int, Job]
+
+
+class _Node:
+    """A queue in the tree: a heap of child nodes, or (a leaf) a heap of its jobs."""
+
+    __slots__ = ("jobs", "kids", "parent", "q", "stale")
+
+    def __init__(self, q: QueueInfo, kids: GoHeap[_Node] | None) -> None:
+        self.q = q
+        self.kids = kids
+        self.jobs: list[_Entry] = []
+        self.stale = False
+        self.parent: str | None = None  # a name, not the node: no reference cycle
+
+    def empty(self) -> bool:
+        return not self.jobs if self.kids is None else not self.kids
 
 
 class JobsByQueue:
@@ -37,28 +59,18 @@ class JobsByQueue:
         self.request = request or job_request
         self.depth = depth
         self._seq = 0
-        self.leaves: dict[str, list[tuple[tuple[object, ...], int, Job]]] = {}
-        self.heaps: dict[str, list[_QEntry]] = {}
-        self.in_heap: set[str] = set()
+        self.nodes: dict[str, _Node] = {}
+        self.roots: GoHeap[_Node] = GoHeap()
         self.popped: dict[str, np.ndarray] = {}
-        self._out: list[QueueInfo] = []
-        by_leaf: dict[str, list[tuple[tuple[object, ...], int, Job]]] = {}
+        keyed: list[tuple[Job, tuple[object, ...]]] = []
         for job in jobs:
             if job.queue is None or job.fault:
                 continue
             key = self._memo_key(job, keys)
-            if key is None:
-                continue
-            self._seq += 1
-            by_leaf.setdefault(job.queue.name, []).append((key, self._seq, job))
-        for name, entries in by_leaf.items():
-            if self.depth is not None and len(entries) > self.depth:
-                # Only the best `depth` jobs of a queue are tried in this action (KAI's queueDepthPerAction).
-                entries = heapq.nsmallest(self.depth, entries)
-            heapq.heapify(entries)
-            self.leaves[name] = entries
-        for name in list(self.leaves):
-            self._attach(self.ssn.queues[name])
+            if key is not None:
+                keyed.append((job, key))
+        for job, key in sorted(keyed, key=lambda e: e[0].uid):
+            self._push(job, key)
 
     # -- jobs --------------------------------------------------------------------------------
     def _memo_key(self, job: Job, keys: dict[str, tuple[int, tuple[object, ...]]] | None) -> tuple[object, ...] | None:
@@ -77,133 +89,124 @@ class JobsByQueue:
         key = self.ssn.job_key(job)
         return tuple(_Reverse(k) for k in key) if self.victim else key
 
-    def _push_job(self, job: Job) -> bool:
-        q = job.queue
-        if q is None:
-            return False
-        heap = self.leaves.setdefault(q.name, [])
-        self._seq += 1
-        heapq.heappush(heap, (self._key(job), self._seq, job))
-        if self.depth is not None and len(heap) > self.depth:
-            heap.remove(max(heap))
-            heapq.heapify(heap)
-        return True
-
     def push(self, job: Job) -> None:
-        self._restore()
-        if job.queue is None:
+        if job.queue is not None and job.queue.is_leaf:
+            self._push(job, self._key(job))
+
+    def _push(self, job: Job, key: tuple[object, ...]) -> None:
+        q = job.queue
+        assert q is not None
+        leaf = self.nodes.get(q.name)
+        new = leaf is None
+        if leaf is None:
+            leaf = self.nodes[q.name] = _Node(q, None)
+        self._seq += 1
+        heapq.heappush(leaf.jobs, (key, self._seq, job))
+        if self.depth is not None and len(leaf.jobs) > self.depth:
+            # Only the best `depth` jobs of a queue are tried in this action (KAI's queueDepthPerAction).
+            leaf.jobs.remove(max(leaf.jobs))
+            heapq.heapify(leaf.jobs)
+        if new:
+            self._link(leaf)
+        self._mark(leaf)
+
+    def _link(self, child: _Node) -> None:
+        """Put a new node into its parent's heap, creating and linking missing ancestors."""
+        parent_q = child.q.parent
+        if parent_q is None:
+            self.roots.push(child, self._less)
             return
-        self._detach(job.queue)
-        self._push_job(job)
-        self._restore()
+        parent = self.nodes.get(parent_q.name)
+        new = parent is None
+        if parent is None:
+            parent = self.nodes[parent_q.name] = _Node(parent_q, GoHeap())
+        child.parent = parent.q.name
+        assert parent.kids is not None
+        parent.kids.push(child, self._less)
+        if new:
+            self._link(parent)
+
+    def _mark(self, node: _Node) -> None:
+        while True:
+            node.stale = True
+            if node.parent is None:
+                return
+            node = self.nodes[node.parent]
 
     def __bool__(self) -> bool:
-        return any(self.leaves.values())
+        return bool(self.roots)
 
-    # -- queue heaps -------------------------------------------------------------------------
-    def best_job(self, q: QueueInfo) -> Job | None:
-        if q.is_leaf:
-            jobs = self.leaves.get(q.name)
-            return jobs[0][2] if jobs else None
-        queues = self.heaps.get(q.name)
-        return self.best_job(queues[0].q) if queues else None
+    # -- order -------------------------------------------------------------------------------
+    def _best(self, node: _Node) -> tuple[_Node, Job]:
+        """The leaf and job a node competes with: the tops of its sub-heaps, as they stand."""
+        while node.kids is not None:
+            node = node.kids.peek()
+        return node, node.jobs[0][2]
 
-    def _attach(self, q: QueueInfo) -> None:
-        """Insert q (if it has jobs) and its ancestors into their parents' heaps."""
-        node: QueueInfo | None = q
-        while node is not None:
-            if node.name in self.in_heap:
-                return
-            if self.best_job(node) is not None:  # an emptied queue stays out; its parent may not
-                parent = node.parent.name if node.parent is not None else ROOT
-                heapq.heappush(self.heaps.setdefault(parent, []), _QEntry(self, node))
-                self.in_heap.add(node.name)
-            node = node.parent
-
-    def _detach(self, q: QueueInfo) -> None:
-        """Take q and its ancestors out of their parents' heaps (their order may change)."""
-        for node in q.ancestors():
-            if node.name not in self.in_heap:
-                continue
-            parent = node.parent.name if node.parent is not None else ROOT
-            heap = self.heaps[parent]
-            if heap[0].q is node:
-                heapq.heappop(heap)
+    def _less(self, a: _Node, b: _Node) -> bool:
+        if a.empty():
+            return not self.victim
+        if b.empty():
+            return self.victim
+        la, ja = self._best(a)
+        lb, jb = self._best(b)
+        cmp = self.ssn.hooks.queue_order
+        order = 0
+        if cmp is not None:
+            if self.victim:
+                order = cmp(a.q, b.q, None, None, self._victims(la, ja), self._victims(lb, jb))
             else:
-                k = next(k for k, e in enumerate(heap) if e.q is node)
-                last = heap.pop()
-                if k < len(heap):
-                    heap[k] = last
-                    heapq._siftup(heap, k)  # type: ignore[attr-defined]  # O(log n) removal
-                    heapq._siftdown(heap, 0, k)  # type: ignore[attr-defined]
-            self.in_heap.discard(node.name)
-        self._out.append(q)
+                order = cmp(a.q, b.q, self.request(ja), self.request(jb), None, None)
+        if order != 0:
+            first = order < 0
+        else:
+            first = (a.q.spec.creation, a.q.name) < (b.q.spec.creation, b.q.name)
+        return not first if self.victim else first
 
-    def _restore(self) -> None:
-        while self._out:
-            self._attach(self._out.pop())
+    def _victims(self, leaf: _Node, nxt: Job) -> np.ndarray:
+        """KAI's victims of a leaf: the jobs already popped from it and its next one."""
+        total: np.ndarray = self.popped.get(leaf.q.name, _ZERO3) + job_allocated(nxt)
+        return total
+
+    def _next(self, heap: GoHeap[_Node]) -> _Node | None:
+        while heap:
+            node = heap.peek()
+            if not node.stale:
+                return None if node.empty() else node
+            heap.fix(0, self._less)
+            node.stale = False
+        return None
 
     def pop(self) -> Job | None:
         """The next job, or None when empty."""
-        self._restore()
-        heap = self.heaps.get(ROOT)
-        if not heap:
+        node = self._next(self.roots)
+        while node is not None and node.kids is not None:
+            node = self._next(node.kids)
+        if node is None:
             return None
-        q = heap[0].q
-        while not q.is_leaf:
-            q = self.heaps[q.name][0].q
-        self._detach(q)
-        _key, _seq, job = heapq.heappop(self.leaves[q.name])
+        _key, _seq, job = heapq.heappop(node.jobs)
         if self.victim:
-            self.popped[q.name] = self.popped.get(q.name, np.zeros(3)) + job_allocated(job)
+            self.popped[node.q.name] = self.popped.get(node.q.name, _ZERO3) + job_allocated(job)
+        self._after_pop(node)
         return job
 
+    def _after_pop(self, node: _Node) -> None:
+        while node.empty():
+            # The emptied node is the top of its parent's heap: it was reached through the tops.
+            parent = self.nodes[node.parent] if node.parent is not None else None
+            (parent.kids if parent is not None and parent.kids is not None else self.roots).pop(self._less)
+            del self.nodes[node.q.name]
+            if parent is None:
+                return
+            node = parent
+        self._mark(node)
+
     def jobs_in(self, leaf: str) -> list[Job]:
-        return [e[2] for e in self.leaves.get(leaf, [])]
-
-    def drop_leaf(self, leaf: str) -> list[Job]:
-        """Remove a leaf queue and all its jobs (none of them will be popped); returns the jobs."""
-        self._restore()
-        q = self.ssn.queues[leaf]
-        jobs = [e[2] for e in self.leaves.pop(leaf, [])]
-        self.leaves[leaf] = []
-        self._detach(q)
-        self._restore()
-        return jobs
-
-    def victims_of(self, q: QueueInfo) -> np.ndarray | None:
-        if not self.victim:
-            return None
-        total = np.zeros(3)
-        for name, vec in self.popped.items():
-            leaf = self.ssn.queues.get(name)
-            if leaf is not None and q in leaf.ancestors():
-                total += vec
-        return total
+        node = self.nodes.get(leaf)
+        return [e[2] for e in node.jobs] if node is not None else []
 
 
-class _QEntry:
-    """A queue in its parent's heap; `<` is the session's queue order (reversed in victim mode)."""
-
-    __slots__ = ("jq", "q")
-
-    def __init__(self, jq: JobsByQueue, q: QueueInfo) -> None:
-        self.jq = jq
-        self.q = q
-
-    def __lt__(self, other: _QEntry) -> bool:
-        jq, a, b = self.jq, self.q, other.q
-        cmp = jq.ssn.hooks.queue_order
-        order = 0
-        if cmp is not None:
-            ja, jb = jq.best_job(a), jq.best_job(b)
-            order = cmp(a, b, jq.request(ja) if ja else None, jq.request(jb) if jb else None,
-                        jq.victims_of(a), jq.victims_of(b))
-            if jq.victim:
-                order = -order
-        if order == 0:
-            return (a.spec.creation, a.name) < (b.spec.creation, b.name)
-        return order < 0
+_ZERO3 = np.zeros(3)
 
 
 class _Reverse:

@@ -3,9 +3,10 @@
 During one allocate action queue allocations only grow, so once a job asking `x` of resource
 `r` is refused because queue `q` would pass its limit (or, for a non-preemptible job, its
 quota), every later job under `q` asking at least `x` of `r` is refused too. Such jobs get
-the capacity check's own reason without a placement attempt, and a leaf queue whose remaining
-jobs are all refused is dropped from the queue order at once instead of being popped job by
-job. Decisions are unchanged; only the work to reach them is saved.
+the capacity check's own reason without a placement attempt. They are still popped one by one:
+each pop re-orders the queue tree the way KAI's does (see framework/job_queue), so dropping a
+hopeless queue at once would change which queue comes next. Decisions are unchanged; only the
+work to reach them is saved.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from shoal.actions.common.job_allocation import record_capacity_failure, tasks_to_allocate
 from shoal.framework.job_queue import JobsByQueue
-from shoal.framework.jobs import Job, QueueInfo, capacity_request
+from shoal.framework.jobs import Job, capacity_request
 from shoal.framework.session import Session
 
 
@@ -67,7 +68,7 @@ class CapacityPruner:
             record_capacity_failure(job, self.messages[key])
 
     def learn(self, job: Job) -> None:
-        """After `job` was refused: remember the threshold and drop leaves that are now hopeless."""
+        """After `job` was refused: remember the threshold (later jobs asking as much are doomed)."""
         block = job.capacity_block
         if block is None:
             return
@@ -78,20 +79,3 @@ class CapacityPruner:
         self.thresholds[key] = amount
         self.messages[key] = job.fit_errors[-1] if job.fit_errors else f"OverLimit: queue {name}"
         self.epoch += 1
-        for leaf in _leaves_under(self.ssn.queues[name]):
-            jobs = self.queue.jobs_in(leaf.name)
-            # Only this block matters here: every job must ask at least `amount` of resource r
-            # (and, for a quota block, be non-preemptible).
-            if jobs and all(self.request(j)[r] >= amount and (kind == "limit" or not j.preemptible)
-                            for j in jobs):
-                for dropped in self.queue.drop_leaf(leaf.name):
-                    record_capacity_failure(dropped, self.messages[key])
-
-
-def _leaves_under(q: QueueInfo) -> list[QueueInfo]:
-    if q.is_leaf:
-        return [q]
-    out: list[QueueInfo] = []
-    for c in q.children:
-        out.extend(_leaves_under(c))
-    return out

@@ -23,7 +23,8 @@ import numpy as np
 from shoal.actions.common.job_allocation import allocate_job, tasks_to_allocate
 from shoal.actions.common.scenario_filter import IdleGpuFilter, TopologyGpuFilter, idle_gpus
 from shoal.actions.common.victim_log import VictimLog
-from shoal.actions.common.victims import VictimQueue, clone_job, tasks_to_evict
+from shoal.actions.common.victim_queue import VictimQueue
+from shoal.actions.common.victims import clone_job, tasks_to_evict
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import Session

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from shoal.actions.common.scenario_filter import victim_gain
-from shoal.actions.common.victims import VictimQueue, clone_job, tasks_to_evict
+from shoal.actions.common.victim_queue import VictimQueue
+from shoal.actions.common.victims import clone_job, tasks_to_evict
 from shoal.framework.jobs import Job, Task
 
 

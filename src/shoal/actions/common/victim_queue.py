@@ -1,0 +1,228 @@
+"""The victim-mode job order over the queue tree (KAI's `JobsOrderByQueues` with VictimQueue).
+
+At every level of the tree the queue the proportion comparator ranks *last* goes first, with
+the resources of the victims already taken from it and of its next victim counted as given up;
+inside a leaf, the job that would be scheduled last goes first. The tree is KAI's: Go heaps
+(`GoHeap`) whose touched entries are only marked stale and re-sifted when they reach the top on
+the way down, comparisons reading each queue's best leaf through the current tops of its
+sub-heaps (see framework/job_queue for why this matters). Jobs enter leaf by leaf in the order
+of each leaf's first job uid, each leaf's first victim first (one of the orders Go's map
+iteration can give KAI), so the same input gives the same order.
+
+`copy()` gives an independent queue in the same state cheaply: the tree is small (queues), and
+each leaf's initial jobs are a list sorted once and shared, read through a cursor.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+import numpy as np
+
+from shoal.framework.go_heap import GoHeap
+from shoal.framework.job_queue import job_allocated
+from shoal.framework.jobs import Job, QueueInfo
+from shoal.framework.session import Session
+
+
+class _Rev:
+    """Reverses the order of one key element (strings included)."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: object) -> None:
+        self.v = v
+
+    def __lt__(self, other: _Rev) -> bool:
+        return bool(other.v < self.v)  # type: ignore[operator]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Rev) and bool(self.v == other.v)
+
+    def __hash__(self) -> int:
+        return hash(self.v)
+
+
+class _Leaf:
+    """The victims of one leaf queue, most victimisable first: the initial jobs as a list sorted
+    once (shared by copies, read through a cursor) merged with a heap of pushed-back clones."""
+
+    __slots__ = ("cursor", "heap", "keys", "ordered")
+
+    def __init__(self, ordered: list[Job], keys: list[tuple[object, ...]]) -> None:
+        self.ordered = ordered
+        self.keys = keys
+        self.cursor = 0
+        self.heap: list[tuple[tuple[_Rev, ...], int, tuple[object, ...], Job]] = []
+
+    def copy(self) -> _Leaf:
+        out = _Leaf(self.ordered, self.keys)
+        out.cursor = self.cursor
+        out.heap = list(self.heap)
+        return out
+
+    def __bool__(self) -> bool:
+        return self.cursor < len(self.ordered) or bool(self.heap)
+
+    def _from_list(self) -> bool:
+        if self.cursor >= len(self.ordered):
+            return False
+        # Larger job key = scheduled later = victim first; on a tie the initial job goes first.
+        return not self.heap or not self.keys[self.cursor] < self.heap[0][2]
+
+    def top(self) -> Job:
+        return self.ordered[self.cursor] if self._from_list() else self.heap[0][3]
+
+    def pop(self) -> Job:
+        if self._from_list():
+            self.cursor += 1
+            return self.ordered[self.cursor - 1]
+        return heapq.heappop(self.heap)[3]
+
+
+class _Node:
+    """A queue in the tree: a heap of child nodes, or (a leaf) its victims."""
+
+    __slots__ = ("kids", "leaf", "parent", "q", "stale")
+
+    def __init__(self, q: QueueInfo, kids: GoHeap[_Node] | None, leaf: _Leaf | None) -> None:
+        self.q = q
+        self.kids = kids
+        self.leaf = leaf
+        self.stale = True  # KAI marks every node a push touches
+        self.parent: str | None = None  # a name, not the node: no reference cycle
+
+    def empty(self) -> bool:
+        return not self.leaf if self.kids is None else not self.kids
+
+
+class VictimQueue:
+    """Victim-mode jobs by queue (see the module docstring). Pop returns the next victim job."""
+
+    def __init__(self, ssn: Session, jobs: Iterable[Job] = ()) -> None:
+        self.ssn = ssn
+        self._seq = 0
+        self.nodes: dict[str, _Node] = {}
+        self.roots: GoHeap[_Node] = GoHeap()
+        self.popped: dict[str, np.ndarray] = {}
+        by_queue: dict[str, list[tuple[tuple[object, ...], Job]]] = {}
+        for job in jobs:
+            if job.queue is not None and job.queue.is_leaf:
+                by_queue.setdefault(job.queue.name, []).append((ssn.job_key(job), job))
+        first = {name: min(j.uid for _k, j in entries) for name, entries in by_queue.items()}
+        for name in sorted(by_queue, key=lambda n: (first[n], n)):
+            entries = sorted(by_queue[name], key=lambda e: e[0], reverse=True)
+            leaf = _Leaf([j for _k, j in entries], [k for k, _j in entries])
+            node = self.nodes[name] = _Node(entries[0][1].queue, None, leaf)  # type: ignore[arg-type]
+            self._link(node)
+
+    def copy(self) -> VictimQueue:
+        out = VictimQueue.__new__(VictimQueue)
+        out.ssn = self.ssn
+        out._seq = self._seq
+        out.popped = {k: v.copy() for k, v in self.popped.items()}
+        out.nodes = {}
+        out.roots = GoHeap()
+        out.roots.items = [out._clone(n) for n in self.roots.items]
+        return out
+
+    def _clone(self, n: _Node) -> _Node:
+        c = _Node(n.q, None if n.kids is None else GoHeap(), None if n.leaf is None else n.leaf.copy())
+        c.stale, c.parent = n.stale, n.parent
+        if n.kids is not None and c.kids is not None:
+            c.kids.items = [self._clone(k) for k in n.kids.items]
+        self.nodes[n.q.name] = c
+        return c
+
+    def _link(self, child: _Node) -> None:
+        parent_q = child.q.parent
+        if parent_q is None:
+            self.roots.push(child, self._less)
+            return
+        parent = self.nodes.get(parent_q.name)
+        new = parent is None
+        if parent is None:
+            parent = self.nodes[parent_q.name] = _Node(parent_q, GoHeap(), None)
+        child.parent = parent.q.name
+        assert parent.kids is not None
+        parent.kids.push(child, self._less)
+        if new:
+            self._link(parent)
+
+    def _mark(self, node: _Node) -> None:
+        while True:
+            node.stale = True
+            if node.parent is None:
+                return
+            node = self.nodes[node.parent]
+
+    def push(self, job: Job) -> None:
+        q = job.queue
+        if q is None or not q.is_leaf:
+            return
+        key = self.ssn.job_key(job)
+        self._seq += 1
+        node = self.nodes.get(q.name)
+        new = node is None
+        if node is None:
+            node = self.nodes[q.name] = _Node(q, None, _Leaf([], []))
+        assert node.leaf is not None
+        heapq.heappush(node.leaf.heap, (tuple(_Rev(k) for k in key), self._seq, key, job))
+        if new:
+            self._link(node)
+        self._mark(node)
+
+    def __bool__(self) -> bool:
+        return bool(self.roots)
+
+    # -- order -------------------------------------------------------------------------------
+    def _victims(self, node: _Node) -> np.ndarray:
+        """The node's best leaf's victims, through the current tops: popped ones and the next."""
+        while node.kids is not None:
+            node = node.kids.peek()
+        assert node.leaf is not None
+        total: np.ndarray = self.popped.get(node.q.name, _ZERO3) + job_allocated(node.leaf.top())
+        return total
+
+    def _less(self, a: _Node, b: _Node) -> bool:
+        if a.empty():
+            return False
+        if b.empty():
+            return True
+        cmp = self.ssn.hooks.queue_order
+        order = cmp(a.q, b.q, None, None, self._victims(a), self._victims(b)) if cmp is not None else 0
+        if order != 0:
+            return not order < 0
+        return not (a.q.spec.creation, a.q.name) < (b.q.spec.creation, b.q.name)
+
+    def _next(self, heap: GoHeap[_Node]) -> _Node | None:
+        while heap:
+            node = heap.peek()
+            if not node.stale:
+                return None if node.empty() else node
+            heap.fix(0, self._less)
+            node.stale = False
+        return None
+
+    def pop(self) -> Job | None:
+        """The next victim job (a clone when an elastic job was pushed back), or None."""
+        node = self._next(self.roots)
+        while node is not None and node.kids is not None:
+            node = self._next(node.kids)
+        if node is None or node.leaf is None:
+            return None
+        job = node.leaf.pop()
+        self.popped[node.q.name] = self.popped.get(node.q.name, _ZERO3) + job_allocated(job)
+        while node.empty():
+            parent = self.nodes[node.parent] if node.parent is not None else None
+            (parent.kids if parent is not None and parent.kids is not None else self.roots).pop(self._less)
+            del self.nodes[node.q.name]
+            if parent is None:
+                return job
+            node = parent
+        self._mark(node)
+        return job
+
+
+_ZERO3 = np.zeros(3)
