@@ -24,7 +24,7 @@ from shoal.framework.faults import isolated
 from shoal.framework.go_heap import GoHeap
 from shoal.framework.jobs import Job, QueueInfo
 from shoal.framework.session import Session
-from shoal.model.status import ALLOCATED, PodStatus
+from shoal.model.status import ALLOCATED_SET, PodStatus
 
 _Entry = tuple[tuple[object, ...], int, Job]
 
@@ -69,8 +69,12 @@ class JobsByQueue:
             key = self._memo_key(job, keys)
             if key is not None:
                 keyed.append((job, key))
-        for job, key in sorted(keyed, key=lambda e: e[0].uid):
-            self._push(job, key)
+        keyed.sort(key=lambda e: e[0].uid)
+        if depth is None:
+            self._push_all(keyed)
+        else:
+            for job, key in keyed:
+                self._push(job, key)
 
     # -- jobs --------------------------------------------------------------------------------
     def _memo_key(self, job: Job, keys: dict[str, tuple[int, tuple[object, ...]]] | None) -> tuple[object, ...] | None:
@@ -109,6 +113,34 @@ class JobsByQueue:
         if new:
             self._link(leaf)
         self._mark(leaf)
+
+    def _push_all(self, keyed: list[tuple[Job, tuple[object, ...]]]) -> None:
+        """`_push` of each job in turn, in fewer steps. A leaf's heap is only read through its
+        top (the least of a total order: key, then sequence number), so jobs may be appended
+        and the heap rebuilt before its top is next read: when a new leaf is linked (the heap
+        pushes compare tops) and at the end. Every leaf and its ancestors end up stale, as
+        after each push."""
+        pending: dict[str, _Node] = {}  # leaves appended to since their heap was last rebuilt
+        for job, key in keyed:
+            q = job.queue
+            assert q is not None
+            self._seq += 1
+            leaf = self.nodes.get(q.name)
+            if leaf is not None:
+                leaf.jobs.append((key, self._seq, job))
+                pending[q.name] = leaf
+                continue
+            for node in pending.values():
+                heapq.heapify(node.jobs)
+            pending.clear()
+            leaf = self.nodes[q.name] = _Node(q, None)
+            leaf.jobs.append((key, self._seq, job))
+            self._link(leaf)
+        for node in pending.values():
+            heapq.heapify(node.jobs)
+        for node in list(self.nodes.values()):
+            if node.kids is None:
+                self._mark(node)
 
     def _link(self, child: _Node) -> None:
         """Put a new node into its parent's heap, creating and linking missing ancestors."""
@@ -248,8 +280,10 @@ def job_allocated(job: Job) -> np.ndarray:
 
 
 def _allocated_share(job: Job) -> np.ndarray:
-    total = np.zeros(3)
+    # Summed in plain floats in the order float64 vectors would be: the same values.
+    gpu = cpu = mem = 0.0
     for t in job.tasks:
-        if t.status & ALLOCATED:
-            total += t.quota_vector()
-    return total
+        if t.status in ALLOCATED_SET:
+            g, c, m = t.quota()
+            gpu, cpu, mem = gpu + g, cpu + c, mem + m
+    return np.array([gpu, cpu, mem])

@@ -41,6 +41,9 @@ class GpuGroup:
         return 0
 
 
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
 class NodeState:
     """Mutable resource state of all nodes of a session. Nodes are kept in name order."""
 
@@ -65,9 +68,30 @@ class NodeState:
         self.groups: list[dict[str, GpuGroup]] = [{} for _ in self.nodes]
         #: Bumped on every change of a node, so cached per-node scores know when to refresh.
         self.version = np.zeros(n, dtype=np.int64)
+        #: The node of every version bump, in order: what changed since a reader last looked is
+        #: the tail of this list (see `changed_since`). Bump only through `bump` / `bump_many`.
+        self.changes: list[int] = []
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def bump(self, i: int) -> None:
+        self.version[i] += 1
+        self.changes.append(i)
+
+    def bump_many(self, idx: np.ndarray) -> None:
+        """`bump` every node of `idx` (repeats bump again)."""
+        np.add.at(self.version, idx, 1)
+        self.changes.extend(idx.tolist())
+
+    def changed_since(self, mark: int, limit: int) -> np.ndarray | None:
+        """The nodes bumped since `len(changes)` was `mark`, ascending; None when more than `limit`
+        bumps happened (comparing versions is then cheaper)."""
+        if len(self.changes) - mark > limit:
+            return None
+        if len(self.changes) == mark:
+            return _NO_ROWS
+        return np.array(sorted(set(self.changes[mark:])), dtype=np.int64)
 
     # -- whole resources -------------------------------------------------------------------
     def add(self, i: int, vec: Vector, status: PodStatus) -> None:
@@ -82,7 +106,7 @@ class NodeState:
         else:
             self.used[i] += vec
             self.idle[i] -= vec
-        self.version[i] += 1
+        self.bump(i)
 
     def remove(self, i: int, vec: Vector, status: PodStatus) -> None:
         """Exact inverse of `add` with the same status."""
@@ -96,7 +120,7 @@ class NodeState:
         else:
             self.used[i] -= vec
             self.idle[i] += vec
-        self.version[i] += 1
+        self.bump(i)
 
     # -- shared GPU groups -----------------------------------------------------------------
     def add_shared(self, i: int, group: str, mib: int, status: PodStatus, sign: int = 1) -> None:
@@ -122,7 +146,7 @@ class NodeState:
         self.releasing[i, GPU_COL] += MILLI * (int(after[1]) - int(before[1]))
         if g.used == 0 and g.allocated == 0 and g.releasing == 0:
             del groups[group]
-        self.version[i] += 1
+        self.bump(i)
 
     def group_fits(self, i: int, group: str, mib: int) -> bool:
         """A share of `mib` fits group `group` counting releasing memory (can at least pipeline)."""

@@ -209,7 +209,7 @@ class Session:
             vecs = np.stack([t.vec for t in simple])
             np.add.at(self.nodes.used, idx, vecs)
             np.subtract.at(self.nodes.idle, idx, vecs)
-            np.add.at(self.nodes.version, idx, 1)
+            self.nodes.bump_many(idx)
             for t, i in zip(simple, idx.tolist()):
                 t.node = i
                 t.accepted_gpu = t.pod.gpu_quota_milli
@@ -324,7 +324,7 @@ class Session:
         q = task.job.queue
         if q is None:
             return
-        vec = task.quota_vector() * sign
+        vec = task.quota_vector() if sign == 1 else task.quota_vector() * sign
         np_job = not task.job.preemptible
         for a in q.ancestors():
             a.allocated += vec

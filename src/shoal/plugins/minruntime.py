@@ -102,15 +102,15 @@ def open_minruntime(ssn: Session, args: dict[str, str]) -> None:
     def make_validator(runtime: _Runtime) -> _Validator:
         # Whether a victim is protected depends on the two jobs' queues, the victim's start time
         # and `now`, all fixed for the session: answered once per (reclaimer's queue, victim).
-        memo: dict[tuple[str | None, str], bool] = {}
+        memo: dict[str | None, dict[str, bool]] = {}
 
         def valid(ssn: Session, preemptor: Job, victims: dict[str, list[Task]]) -> bool:
-            side = preemptor.queue.name if preemptor.queue is not None else None
+            side = memo.setdefault(preemptor.queue.name if preemptor.queue is not None else None, {})
             for uid in victims:
                 v = ssn.jobs[uid]
-                hit = memo.get((side, uid))
+                hit = side.get(uid)
                 if hit is None:
-                    hit = memo[(side, uid)] = protected(ssn.now, v, runtime(preemptor, v))
+                    hit = side[uid] = protected(ssn.now, v, runtime(preemptor, v))
                 if not hit:
                     continue
                 if any(ps.active_allocated < ps.min_available for ps in v.pod_sets.values()):

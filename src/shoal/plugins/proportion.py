@@ -149,17 +149,24 @@ def victim_chunks(ssn: Session, victims: dict[str, list[Task]],
     its tasks' statuses (which move its version), order keys, minimums and quotas, so a victim job
     unchanged since an earlier scenario gets the same chunks without recounting them."""
     out: dict[str, list[np.ndarray]] = {}
+    jobs = ssn.jobs
     for uid in sorted(victims):
-        job = ssn.jobs[uid]
+        job = jobs[uid]
         if job.queue is None:
             continue
-        tasks_key = tuple(t.uid for t in victims[uid])
+        vt = victims[uid]
+        tasks_key = (vt[0].uid,) if len(vt) == 1 else tuple([t.uid for t in vt])
         hit = memo.get(uid) if memo is not None else None
         if hit is not None and hit[0] == job.version and hit[1] == tasks_key:
             if hit[2]:
-                out.setdefault(job.queue.name, []).extend(hit[2])
+                name = job.queue.spec.name
+                chunks = out.get(name)
+                if chunks is None:
+                    out[name] = list(hit[2])
+                else:
+                    chunks.extend(hit[2])
             continue
-        mine = _job_chunks(job, victims[uid])
+        mine = _job_chunks(job, vt)
         if memo is not None:
             memo[uid] = (job.version, tasks_key, mine)
         if mine:

@@ -211,14 +211,15 @@ def _alloc_pod_set(w: _Walk, ps: PodSet, tasks: list[Task], mask: np.ndarray) ->
     """allocPodSet: the pod set's own node sets; all its tasks (task order) in one of them."""
     for node_set in _node_sets(w, ps.name, ps.spec.topology, [ps], tasks, mask):
         cp = w.stmt.checkpoint()
-        if all(_alloc_one(w, task, node_set) for task in tasks):
+        inside = None if node_set.all() else node_set
+        if all(_alloc_one(w, task, inside) for task in tasks):
             return True
         w.stmt.rollback(cp)
     return False
 
 
-def _alloc_one(w: _Walk, task: Task, node_set: np.ndarray) -> bool:
-    mask = None if node_set.all() else node_set
+def _alloc_one(w: _Walk, task: Task, mask: np.ndarray | None) -> bool:
+    """Place one task inside `mask` (None: every node)."""
     for tier in _group_tiers(w.ssn, task, mask):
         # Group scores rank first: try the best-scored nodes, then the next tier; the errors of
         # a tier that cannot take the task are dropped (the final attempt explains the failure).

@@ -36,7 +36,12 @@ class _Entry:
     constant_score: float
     #: False once every score adjuster answered None for this kind of task (see Hooks.score_adjusters).
     adjust: bool = True
+    #: `len(NodeState.changes)` when `versions` last matched the nodes' versions on every row.
+    seen: int = 0
 
+
+#: Up to this many node bumps since an entry's last look are read from `NodeState.changes`.
+_FEW_CHANGES = 64
 
 #: Per session: task signature -> the cached answers for that kind of task.
 _CACHE: StateKey[dict[tuple[object, ...], _Entry]] = StateKey("node choice cache")
@@ -75,7 +80,8 @@ def _full(ssn: Session, task: Task) -> _Entry:
             constant += float(value)
         score = score + value
     masked = np.where(ok, score, -np.inf)
-    return _Entry(ssn.nodes.version.copy(), fits_idle, ok, score, masked, static_ok, preds, scorers, constant)
+    return _Entry(ssn.nodes.version.copy(), fits_idle, ok, score, masked, static_ok, preds, scorers, constant,
+                  seen=len(ssn.nodes.changes))
 
 
 def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
@@ -102,7 +108,12 @@ def _entry(ssn: Session, task: Task) -> _Entry:
     if entry is None:
         entry = cache[sig] = _full(ssn, task)
         return entry
-    changed = np.flatnonzero(ssn.nodes.version != entry.versions)
+    # Every changed row is brought up to date below, so the rows to look at are the nodes bumped
+    # since the last look (few while a gang is placed), else those whose versions moved.
+    changed = ssn.nodes.changed_since(entry.seen, _FEW_CHANGES)
+    if changed is None:
+        changed = np.flatnonzero(ssn.nodes.version != entry.versions)
+    entry.seen = len(ssn.nodes.changes)
     if changed.size:
         changed = _drop_full(ssn, task, entry, changed)
     if changed.size:
@@ -119,6 +130,14 @@ def _drop_full(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> np.
         return rows
     nodes = ssn.nodes
     cols, need = nonzero_columns(ssn, task.vec)
+    if rows.size == 1:  # the common case (the node a gang's last pod went to), in fewer steps
+        i = int(rows[0])
+        if not ((nodes.idle[i] + nodes.releasing[i])[cols] < need).any():
+            return rows
+        entry.ok[i] = False
+        entry.masked[i] = -np.inf
+        entry.versions[i] = nodes.version[i]
+        return rows[:0]
     full = ((nodes.idle[rows][:, cols] + nodes.releasing[rows][:, cols]) < need).any(axis=1)
     if not full.any():
         return rows
@@ -160,14 +179,15 @@ def best_node(ssn: Session, task: Task, node_mask: np.ndarray | None,
         if not entry.ok[i]:
             return None
         return i, bool(entry.fits_idle[i])
-    cand = entry.ok
-    if node_mask is not None:
-        cand = cand & node_mask
-    if capacity_mask is not None:
-        cand = cand & capacity_mask
-    masked = np.where(cand, entry.score, -np.inf)
-    i = int(np.argmax(masked))
-    if not cand[i]:
+    # `entry.masked` is the score where ok, -inf elsewhere: masking it again is the same array
+    # as masking the score with ok & the masks, one step shorter.
+    if node_mask is None:
+        assert capacity_mask is not None
+        allowed = capacity_mask
+    else:
+        allowed = node_mask if capacity_mask is None else node_mask & capacity_mask
+    i = int(np.where(allowed, entry.masked, -np.inf).argmax())
+    if not (entry.ok[i] and allowed[i]):
         return None
     return i, bool(entry.fits_idle[i])
 

@@ -13,7 +13,7 @@ from shoal.framework.faults import isolated
 from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import ScenarioValidator, Session
-from shoal.model.status import ACTIVE_ALLOCATED
+from shoal.model.status import ACTIVE_ALLOCATED_SET
 
 #: Per preemptor: the victim candidates (in any order; the solver orders them), or None to skip.
 VictimPicker = Callable[[Job], list[Job] | None]
@@ -92,7 +92,7 @@ def _runs_off_the_nodes(job: Job) -> bool:
 
     KAI's Statement.Evict fails for a node not in the session, so such a job is never a victim;
     evicting it would free nothing on any node (and the victim solver indexes victims by node)."""
-    return any(t.node < 0 and t.status & ACTIVE_ALLOCATED for t in job.tasks)
+    return any(t.node < 0 and t.status in ACTIVE_ALLOCATED_SET for t in job.tasks)
 
 
 def _below(ssn: Session, queue: str | None, pool: list[Job], priority: int) -> list[Job]:

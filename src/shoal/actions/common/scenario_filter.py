@@ -66,6 +66,15 @@ def victim_gain(task: Task) -> int:
     return task.pod.gpu.milli + task.pod.dra_gpus * MILLI
 
 
+def gpu_gains(tasks: list[Task], n_nodes: int) -> np.ndarray:
+    """Per node, the GPUs (milli) these victims free (`IdleGpuFilter.add` as a vector)."""
+    gains = np.zeros(n_nodes, dtype=np.int64)
+    for t in tasks:
+        if t.node >= 0:
+            gains[t.node] += victim_gain(t)
+    return gains
+
+
 def greedy_match(needs_desc: list[int], caps_desc: list[int]) -> bool:
     """KAI `greedyMatchRequirements`: each need, largest first, takes the first holder (largest
     capacity first) with room left; a zero need ends the match successfully."""
@@ -197,6 +206,8 @@ class TopologyGpuFilter:
         return bool(self.needs)
 
     def add(self, tasks: list[Task]) -> None:
+        if not self.node_domain:
+            return
         for t in tasks:
             if t.node < 0:
                 continue

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from shoal.actions.common.job_allocation import allocate_job, tasks_to_allocate
-from shoal.actions.common.scenario_filter import IdleGpuFilter, TopologyGpuFilter, idle_gpus
+from shoal.actions.common.scenario_filter import IdleGpuFilter, TopologyGpuFilter, gpu_gains, idle_gpus
 from shoal.actions.common.victim_log import VictimLog
 from shoal.actions.common.victim_queue import VictimQueue
 from shoal.actions.common.victims import clone_job, tasks_to_evict
@@ -29,7 +29,7 @@ from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
-from shoal.model.status import ACTIVE_ALLOCATED, PodStatus
+from shoal.model.status import ACTIVE_ALLOCATED_SET, PodStatus
 
 
 def request_vector(tasks: list[Task]) -> np.ndarray:
@@ -86,6 +86,14 @@ def could_fit(ssn: Session, tasks: list[Task], mask: np.ndarray) -> bool:
 #: Validator: preemptor, victim tasks per victim job uid (state after the simulation).
 Validator = Callable[[Job, dict[str, list[Task]]], bool]
 
+#: A victim job's tasks to allocate as `_inert` judges them, in task order: the request's bytes
+#: per whole-resource task, None for a shared or best-effort one.
+_Sig = tuple[bytes | None, ...]
+
+
+#: A victim that lost (Releasing) or moved (Pipelined) a pod: its batch is a recorded victim.
+_HIT = (PodStatus.RELEASING, PodStatus.PIPELINED)
+
 #: Entries the bulk scan reads before it first checks the filters' necessary condition.
 _FIRST_SCAN = 64
 
@@ -133,10 +141,19 @@ class VictimSolver:
         self._pending: list[Job] = []
         self._rejected = False
         self._reps: dict[str, list[Task]] = {}
+        self._rec_batches: list[list[Task]] = []
+        self._rec_disjoint = False
+        self._rec_uids: set[str] = set()
+        #: Where the recorded victims' evictions end in the search's statement, and whether every
+        #: recorded victim is Releasing or Pipelined there.
+        self._base = 0
+        self._base_hit = True
         self._log: VictimLog | None = None
         self._scan: _Scan | None = None
-        #: Victim job uid -> (job version, its tasks to allocate in a simulation).
-        self._sim_tasks: dict[str, tuple[int, list[Task]]] = {}
+        self._caps = np.zeros(0, dtype=np.int64)
+        #: Victim job uid -> (job version, `_signature` of its tasks to allocate); request bytes -> request.
+        self._sim_sigs: dict[str, tuple[int, _Sig]] = {}
+        self._sig_vecs: dict[bytes, np.ndarray] = {}
         #: Job uid -> (job version, queue-order key): the simulations' queues share them.
         self._keys: dict[str, tuple[int, tuple[object, ...]]] = {}
 
@@ -163,7 +180,7 @@ class VictimSolver:
 
     def _search(self, tasks: list[Task]) -> Statement | None:
         """Partial jobs of 1, 2, ..., n tasks; the whole job's statement is the result."""
-        caps = idle_gpus(self.ssn)
+        caps = self._caps = idle_gpus(self.ssn)
         if not self._whole_job_may_fit(tasks, caps):
             return None
         self._log = VictimLog(self.base_queue)
@@ -173,11 +190,13 @@ class VictimSolver:
         # victims; every scenario works after them and is rolled back when it fails. KAI evicts
         # the recorded victims afresh in every scenario - the same state, without redoing (and
         # re-deriving the victims' jobs from) thousands of evictions per partial job.
+        # The filter's capacities with the recorded victims counted are kept the same way.
         stmt = Statement(self.ssn)
         base = 0
         evicted: set[str] = set()
+        rec_caps = caps
         for k in range(1, n + 1):
-            sol = self._solve_partial(stmt, base, tasks[:k], recorded, caps)
+            sol = self._solve_partial(stmt, base, tasks[:k], recorded, rec_caps)
             if sol is None:
                 stmt.discard()
                 return None
@@ -188,8 +207,11 @@ class VictimSolver:
             now = {t.uid for b in recorded for t in b}
             if not evicted <= now:
                 stmt.discard()  # a recorded victim was dropped: rebuild the base
-                evicted = set()
-            self._evict(stmt, [t for b in recorded for t in b if t.uid not in evicted])
+                evicted, rec_caps, self._base_hit = set(), caps, True
+            fresh = [t for b in recorded for t in b if t.uid not in evicted]
+            self._evict(stmt, fresh)
+            self._base_hit = self._base_hit and all(t.status in _HIT for t in fresh)
+            rec_caps = rec_caps + gpu_gains(fresh, len(caps))
             evicted = now
             base = stmt.checkpoint()
         return None
@@ -199,22 +221,25 @@ class VictimSolver:
         every active task of every candidate victim evicted. When it fails, every scenario of the
         last partial job is filtered (their victims are subsets), so the search must fail: skip it."""
         bound = IdleGpuFilter(caps, tasks)
-        bound.add([t for job in self.victims for t in job.tasks if t.status & ACTIVE_ALLOCATED])
+        bound.add([t for job in self.victims for t in job.tasks if t.status in ACTIVE_ALLOCATED_SET])
         return bound.necessary_ok()
 
     # -- scenarios -------------------------------------------------------------------------
     def _solve_partial(self, stmt: Statement, base: int, partial: list[Task],
-                       recorded_batches: list[list[Task]], caps: np.ndarray) -> _Solution | None:
+                       recorded_batches: list[list[Task]], rec_caps: np.ndarray) -> _Solution | None:
         """KAI `solvePartialJob`: the scenarios of one partial job in order, each simulated only
         when the filters pass; the first solution (its operations left in `stmt`), or None
-        (`stmt` back at `base`, where the recorded victims are evicted)."""
+        (`stmt` back at `base`, where the recorded victims are evicted). `rec_caps`: the filter's
+        capacities with the recorded victims' GPUs added."""
         assert self.preemptor is not None and self._log is not None
         recorded = [t for b in recorded_batches for t in b]
         self._reps = {t.uid: b for b in recorded_batches for t in b}
-        rec = {t.uid for t in recorded}
-        filt = IdleGpuFilter(caps, partial)
-        topo = TopologyGpuFilter(self.ssn, caps, self.preemptor, partial)
-        filt.add(recorded)
+        self._rec_batches = recorded_batches
+        self._rec_disjoint = len(self._reps) == len(recorded)
+        self._base = base
+        rec = self._rec_uids = {t.uid for t in recorded}
+        filt = IdleGpuFilter(rec_caps, partial)
+        topo = TopologyGpuFilter(self.ssn, self._caps, self.preemptor, partial)
         topo.add(recorded)
 
         def ok() -> bool:
@@ -270,8 +295,7 @@ class VictimSolver:
         assert self.preemptor is not None
         reason = f"{self.action}: making room for {self.preemptor.pg.namespace}/{self.preemptor.pg.name}"
         for t in tasks:
-            if t.status & (PodStatus.ALLOCATED | PodStatus.BINDING | PodStatus.BOUND | PodStatus.RUNNING
-                           | PodStatus.PIPELINED):
+            if t.status in ACTIVE_ALLOCATED_SET:  # allocated, binding, bound, running, pipelined
                 stmt.evict(t, self.action, reason, self.preemptor.uid)
 
     def _simulate(self, stmt: Statement, partial: list[Task], victims: list[Task]) -> _Solution | None:
@@ -294,7 +318,7 @@ class VictimSolver:
             # KAI compares queues by the best job's tasks-to-allocate (virtual victims included).
             return partial_req if j is job else simulated_request(j)
 
-        order = JobsByQueue(ssn, sorted(jobs.values(), key=lambda j: j.uid), request=request, keys=self._keys)
+        order = JobsByQueue(ssn, jobs.values(), request=request, keys=self._keys)  # it sorts them by uid
         # Only the preemptor and the victims' jobs act; once all of them were popped, the rest of
         # the order would be popped and skipped, so stop there.
         to_act = sum(1 for uid in victim_jobs | {job.uid} if jobs[uid].queue is not None)
@@ -339,46 +363,83 @@ class VictimSolver:
         task to allocate that fits no allowed node even counting releasing resources (`could_fit`
         false, so `allocate_job` must fail). Judged on the state after the evictions; the
         simulation only takes resources from there, so it stays true and the queue order of the
-        simulation cannot matter."""
+        simulation cannot matter. Victim jobs asking for the same requests in the same order get
+        the same verdict, so each distinct signature is judged once."""
         ssn = self.ssn
-        free = ssn.nodes.idle + ssn.nodes.releasing
-        verdict: dict[bytes, bool] = {}
+        sigs: set[_Sig] = set()
         for uid in victim_jobs:
             j = ssn.jobs[uid]
-            hit = self._sim_tasks.get(uid)
+            hit = self._sim_sigs.get(uid)
             if hit is None or hit[0] != j.version:
-                hit = self._sim_tasks[uid] = (j.version, tasks_to_allocate(j, real=False))
-            stuck = False
-            for t in hit[1]:
-                if t.pod.gpu.is_shared or t.pod.best_effort:
-                    return False  # not judged by the whole-resource check
-                key = t.vec.tobytes()
+                hit = self._sim_sigs[uid] = (j.version, self._signature(tasks_to_allocate(j, real=False)))
+            sigs.add(hit[1])
+        free: np.ndarray | None = None
+        verdict: dict[bytes, bool] = {}
+        for sig in sigs:
+            for key in sig:  # an empty signature (nothing to allocate) counts as stuck
+                if key is None:
+                    return False  # a shared / best-effort task: not judged by the whole-resource check
                 fits = verdict.get(key)
                 if fits is None:
-                    cols = np.flatnonzero(t.vec)
-                    fits = verdict[key] = bool(((free[:, cols] >= t.vec[cols]).all(axis=1) & mask).any())
+                    if free is None:
+                        free = ssn.nodes.idle + ssn.nodes.releasing
+                    vec = self._sig_vecs[key]
+                    cols = np.flatnonzero(vec)
+                    fits = verdict[key] = bool(((free[:, cols] >= vec[cols]).all(axis=1) & mask).any())
                 if not fits:
-                    stuck = True
                     break
-            if not stuck and hit[1]:
-                return False
+            else:
+                if sig:
+                    return False
         return True
+
+    def _signature(self, tasks: list[Task]) -> _Sig:
+        sig: list[bytes | None] = []
+        for t in tasks:
+            if t.pod.gpu.is_shared or t.pod.best_effort:
+                sig.append(None)
+            else:
+                key = t.vec.tobytes()
+                self._sig_vecs.setdefault(key, t.vec)
+                sig.append(key)
+        return tuple(sig)
 
     def _validate(self, stmt: Statement, victims: list[Task]) -> _Solution | None:
         job = self.preemptor
         assert job is not None
         by_job: dict[str, list[Task]] = {}
+        group = by_job.setdefault
         for t in victims:
-            by_job.setdefault(t.job.uid, []).append(t)
+            group(t.job.pg.uid, []).append(t)
         if self.validator is not None and not self.validator(job, by_job):
             self._rejected = True
             return None
         batches: dict[int, list[Task]] = {}
-        for t in victims:
-            if t.status in (PodStatus.RELEASING, PodStatus.PIPELINED):
+        rest = victims
+        if self._rec_disjoint:
+            # Disjoint recorded batches lead `victims`, each its own tasks' representative, and no
+            # potential victim shares one: taking them batch by batch keeps the first-hit order.
+            if self._rec_all_hit(stmt):
+                batches = {id(b): b for b in self._rec_batches}
+            else:
+                for b in self._rec_batches:
+                    if any(t.status in _HIT for t in b):
+                        batches[id(b)] = b
+            rest = victims[len(self._rec_uids):]
+        for t in rest:
+            if t.status in _HIT:
                 b = self._batch_of(t)
                 batches.setdefault(id(b), b)
         return _Solution(stmt, list(batches.values()))
+
+    def _rec_all_hit(self, stmt: Statement) -> bool:
+        """Every recorded victim ends Releasing or Pipelined: each was so at the base (checked
+        when the base was built), and no operation since put one back (un-evicted or allocated);
+        a pipeline or an eviction leaves it Pipelined or Releasing."""
+        if not self._base_hit:
+            return False
+        rec = self._rec_uids
+        return not any(op.kind in ("unevict", "allocate") and op.task.uid in rec for op in stmt.ops[self._base:])
 
     def _batch_of(self, task: Task) -> list[Task]:
         """KAI's job representative of a victim task: its recorded batch, or the batch it was
@@ -468,10 +529,13 @@ class _Scan:
             end = self._skips(i, len(log.entries))
             if end <= i:
                 return
-            if filt.necessary_ok(self._extra(filt, i, end - 1)) or end < len(log.entries) or log.exhausted:
+            whole = filt.necessary_ok(self._extra(filt, i, end - 1))
+            if whole or end < len(log.entries) or log.exhausted:
                 break
             want *= 2
-        lo, hi = i, end  # the first p in [lo, hi) whose prefix passes the condition; hi if none
+        # The first p in [lo, hi) whose prefix passes the condition; hi if none (monotone: when
+        # the whole run fails, every shorter prefix fails too, so no search is needed).
+        lo, hi = (i, end) if whole else (end, end)
         while lo < hi:
             mid = (lo + hi) // 2
             if filt.necessary_ok(self._extra(filt, i, mid)):
@@ -504,10 +568,16 @@ class _Scan:
             if e is None:
                 return None
             self.i += 1
-            if not e.batch:
+            batch = e.batch
+            if len(batch) == 1:  # the common case, without the general checks below
+                if batch[0].uid not in self.rec:
+                    return e.job, batch
+                if e.pushed is None and len(e.job.tasks) == 1:
+                    continue  # its only task is recorded: nothing pushed back, as in the log
+            if not batch:
                 continue
-            if not any(t.uid in self.rec for t in e.batch):
-                return e.job, e.batch
+            if not any(t.uid in self.rec for t in batch):
+                return e.job, batch
             rest = [t for t in e.job.tasks if t.uid not in self.rec]
             logged = e.pushed.tasks if e.pushed is not None else []
             if [t.uid for t in rest] == [t.uid for t in logged]:

@@ -17,7 +17,7 @@ import numpy as np
 from shoal.framework.jobs import Job, PodSet, Task
 from shoal.framework.session import Session
 from shoal.model.resources import GPU_COL
-from shoal.model.status import ACTIVE_ALLOCATED
+from shoal.model.status import ACTIVE_ALLOCATED_SET
 
 
 def clone_job(job: Job, tasks: Iterable[Task]) -> Job:
@@ -42,10 +42,10 @@ def tasks_to_evict(job: Job) -> tuple[list[Task], bool]:
     above = [ps for ps in job.pod_sets.values() if ps.active_allocated > ps.min_available]
     if above:
         above.sort(key=lambda ps: (-ps.active_allocated / max(ps.min_available, 1), ps.name))
-        active = [t for t in above[0].tasks if t.status & ACTIVE_ALLOCATED]
+        active = [t for t in above[0].tasks if t.status in ACTIVE_ALLOCATED_SET]
         batch = [max(active, key=lambda t: t.order_key)]
     else:
-        batch = [t for t in job.tasks if t.status & ACTIVE_ALLOCATED]
+        batch = [t for t in job.tasks if t.status in ACTIVE_ALLOCATED_SET]
     return batch, len(batch) < job.active_allocated()
 
 
