@@ -21,32 +21,18 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from shoal.framework.faults import isolated
-from shoal.framework.go_heap import GoHeap
-from shoal.framework.jobs import Job, QueueInfo
+from shoal.framework.jobs import Job
+from shoal.framework.queue_tree import QueueTree, TreeNode
 from shoal.framework.session import Session
 from shoal.model.status import ALLOCATED_SET, PodStatus
 
 _Entry = tuple[tuple[object, ...], int, Job]
+_Node = TreeNode[list[_Entry]]
 
 
-class _Node:
-    """A queue in the tree: a heap of child nodes, or (a leaf) a heap of its jobs."""
-
-    __slots__ = ("jobs", "kids", "parent", "q", "stale")
-
-    def __init__(self, q: QueueInfo, kids: GoHeap[_Node] | None) -> None:
-        self.q = q
-        self.kids = kids
-        self.jobs: list[_Entry] = []
-        self.stale = False
-        self.parent: str | None = None  # a name, not the node: no reference cycle
-
-    def empty(self) -> bool:
-        return not self.jobs if self.kids is None else not self.kids
-
-
-class JobsByQueue:
-    """A priority structure of jobs over the queue tree. Pop returns the next job to try."""
+class JobsByQueue(QueueTree[list[_Entry]]):
+    """A priority structure of jobs over the queue tree. Pop returns the next job to try.
+    A leaf holds its jobs in a heap of (key, sequence, job): job keys are a static total order."""
 
     def __init__(self, ssn: Session, jobs: Iterable[Job], *, victim_mode: bool = False,
                  request: Callable[[Job], np.ndarray] | None = None, depth: int | None = None,
@@ -54,13 +40,12 @@ class JobsByQueue:
         """`keys`: a memo of the jobs' order keys (job uid -> (job version, key)) shared by queues
         of one mode built over and over in one session; valid because the plugins' job keys read
         only the job's own state, which moves its version."""
+        super().__init__()
         self.ssn = ssn
         self.victim = victim_mode
         self.request = request or job_request
         self.depth = depth
         self._seq = 0
-        self.nodes: dict[str, _Node] = {}
-        self.roots: GoHeap[_Node] = GoHeap()
         self.popped: dict[str, np.ndarray] = {}
         keyed: list[tuple[Job, tuple[object, ...]]] = []
         for job in jobs:
@@ -91,28 +76,24 @@ class JobsByQueue:
 
     def _key(self, job: Job) -> tuple[object, ...]:
         key = self.ssn.job_key(job)
-        return tuple(_Reverse(k) for k in key) if self.victim else key
+        return tuple(Reverse(k) for k in key) if self.victim else key
 
     def push(self, job: Job) -> None:
         if job.queue is not None and job.queue.is_leaf:
             self._push(job, self._key(job))
 
     def _push(self, job: Job, key: tuple[object, ...]) -> None:
-        q = job.queue
-        assert q is not None
-        leaf = self.nodes.get(q.name)
-        new = leaf is None
-        if leaf is None:
-            leaf = self.nodes[q.name] = _Node(q, None)
+        assert job.queue is not None
+        node, new = self._leaf(job.queue, list)
+        jobs = node.leaf
+        assert jobs is not None
         self._seq += 1
-        heapq.heappush(leaf.jobs, (key, self._seq, job))
-        if self.depth is not None and len(leaf.jobs) > self.depth:
+        heapq.heappush(jobs, (key, self._seq, job))
+        if self.depth is not None and len(jobs) > self.depth:
             # Only the best `depth` jobs of a queue are tried in this action (KAI's queueDepthPerAction).
-            leaf.jobs.remove(max(leaf.jobs))
-            heapq.heapify(leaf.jobs)
-        if new:
-            self._link(leaf)
-        self._mark(leaf)
+            jobs.remove(max(jobs))
+            heapq.heapify(jobs)
+        self._attach(node, new)
 
     def _push_all(self, keyed: list[tuple[Job, tuple[object, ...]]]) -> None:
         """`_push` of each job in turn, in fewer steps. A leaf's heap is only read through its
@@ -120,68 +101,36 @@ class JobsByQueue:
         and the heap rebuilt before its top is next read: when a new leaf is linked (the heap
         pushes compare tops) and at the end. Every leaf and its ancestors end up stale, as
         after each push."""
-        pending: dict[str, _Node] = {}  # leaves appended to since their heap was last rebuilt
+        pending: dict[str, list[_Entry]] = {}  # leaves appended to since their heap was last rebuilt
         for job, key in keyed:
             q = job.queue
             assert q is not None
             self._seq += 1
-            leaf = self.nodes.get(q.name)
-            if leaf is not None:
-                leaf.jobs.append((key, self._seq, job))
-                pending[q.name] = leaf
+            node, new = self._leaf(q, list)
+            assert node.leaf is not None
+            node.leaf.append((key, self._seq, job))
+            if not new:
+                pending[q.name] = node.leaf
                 continue
-            for node in pending.values():
-                heapq.heapify(node.jobs)
+            for jobs in pending.values():
+                heapq.heapify(jobs)
             pending.clear()
-            leaf = self.nodes[q.name] = _Node(q, None)
-            leaf.jobs.append((key, self._seq, job))
-            self._link(leaf)
-        for node in pending.values():
-            heapq.heapify(node.jobs)
+            self._link(node)
+        for jobs in pending.values():
+            heapq.heapify(jobs)
         for node in list(self.nodes.values()):
             if node.kids is None:
                 self._mark(node)
 
-    def _link(self, child: _Node) -> None:
-        """Put a new node into its parent's heap, creating and linking missing ancestors."""
-        parent_q = child.q.parent
-        if parent_q is None:
-            self.roots.push(child, self._less)
-            return
-        parent = self.nodes.get(parent_q.name)
-        new = parent is None
-        if parent is None:
-            parent = self.nodes[parent_q.name] = _Node(parent_q, GoHeap())
-        child.parent = parent.q.name
-        assert parent.kids is not None
-        parent.kids.push(child, self._less)
-        if new:
-            self._link(parent)
-
-    def _mark(self, node: _Node) -> None:
-        while True:
-            node.stale = True
-            if node.parent is None:
-                return
-            node = self.nodes[node.parent]
-
-    def __bool__(self) -> bool:
-        return bool(self.roots)
-
     # -- order -------------------------------------------------------------------------------
-    def _best(self, node: _Node) -> tuple[_Node, Job]:
-        """The leaf and job a node competes with: the tops of its sub-heaps, as they stand."""
-        while node.kids is not None:
-            node = node.kids.peek()
-        return node, node.jobs[0][2]
-
     def _less(self, a: _Node, b: _Node) -> bool:
         if a.empty():
             return not self.victim
         if b.empty():
             return self.victim
-        la, ja = self._best(a)
-        lb, jb = self._best(b)
+        la, lb = self._best_leaf(a), self._best_leaf(b)
+        assert la.leaf and lb.leaf
+        ja, jb = la.leaf[0][2], lb.leaf[0][2]
         cmp = self.ssn.hooks.queue_order
         order = 0
         if cmp is not None:
@@ -197,61 +146,37 @@ class JobsByQueue:
 
     def _victims(self, leaf: _Node, nxt: Job) -> np.ndarray:
         """KAI's victims of a leaf: the jobs already popped from it and its next one."""
-        total: np.ndarray = self.popped.get(leaf.q.name, _ZERO3) + job_allocated(nxt)
+        total: np.ndarray = self.popped.get(leaf.q.name, ZERO3) + job_allocated(nxt)
         return total
-
-    def _next(self, heap: GoHeap[_Node]) -> _Node | None:
-        while heap:
-            node = heap.peek()
-            if not node.stale:
-                return None if node.empty() else node
-            heap.fix(0, self._less)
-            node.stale = False
-        return None
 
     def pop(self) -> Job | None:
         """The next job, or None when empty."""
-        node = self._next(self.roots)
-        while node is not None and node.kids is not None:
-            node = self._next(node.kids)
-        if node is None:
+        node = self._next_leaf()
+        if node is None or not node.leaf:
             return None
-        _key, _seq, job = heapq.heappop(node.jobs)
+        _key, _seq, job = heapq.heappop(node.leaf)
         if self.victim:
-            self.popped[node.q.name] = self.popped.get(node.q.name, _ZERO3) + job_allocated(job)
+            self.popped[node.q.name] = self.popped.get(node.q.name, ZERO3) + job_allocated(job)
         self._after_pop(node)
         return job
 
-    def _after_pop(self, node: _Node) -> None:
-        while node.empty():
-            # The emptied node is the top of its parent's heap: it was reached through the tops.
-            parent = self.nodes[node.parent] if node.parent is not None else None
-            (parent.kids if parent is not None and parent.kids is not None else self.roots).pop(self._less)
-            del self.nodes[node.q.name]
-            if parent is None:
-                return
-            node = parent
-        self._mark(node)
 
-    def jobs_in(self, leaf: str) -> list[Job]:
-        node = self.nodes.get(leaf)
-        return [e[2] for e in node.jobs] if node is not None else []
+ZERO3 = np.zeros(3)
 
 
-_ZERO3 = np.zeros(3)
+class Reverse:
+    """Reverses the order of one key element (strings included)."""
 
-
-class _Reverse:
     __slots__ = ("v",)
 
     def __init__(self, v: object) -> None:
         self.v = v
 
-    def __lt__(self, other: _Reverse) -> bool:
+    def __lt__(self, other: Reverse) -> bool:
         return bool(other.v < self.v)  # type: ignore[operator]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reverse) and bool(self.v == other.v)
+        return isinstance(other, Reverse) and bool(self.v == other.v)
 
     def __hash__(self) -> int:
         return hash(self.v)

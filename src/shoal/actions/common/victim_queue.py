@@ -20,28 +20,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from shoal.framework.go_heap import GoHeap
-from shoal.framework.job_queue import job_allocated
-from shoal.framework.jobs import Job, QueueInfo
+from shoal.framework.job_queue import ZERO3, Reverse, job_allocated
+from shoal.framework.jobs import Job
+from shoal.framework.queue_tree import QueueTree, TreeNode
 from shoal.framework.session import Session
-
-
-class _Rev:
-    """Reverses the order of one key element (strings included)."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: object) -> None:
-        self.v = v
-
-    def __lt__(self, other: _Rev) -> bool:
-        return bool(other.v < self.v)  # type: ignore[operator]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Rev) and bool(self.v == other.v)
-
-    def __hash__(self) -> int:
-        return hash(self.v)
 
 
 class _Leaf:
@@ -54,7 +36,7 @@ class _Leaf:
         self.ordered = ordered
         self.keys = keys
         self.cursor = 0
-        self.heap: list[tuple[tuple[_Rev, ...], int, tuple[object, ...], Job]] = []
+        self.heap: list[tuple[tuple[Reverse, ...], int, tuple[object, ...], Job]] = []
 
     def copy(self) -> _Leaf:
         out = _Leaf(self.ordered, self.keys)
@@ -81,30 +63,16 @@ class _Leaf:
         return heapq.heappop(self.heap)[3]
 
 
-class _Node:
-    """A queue in the tree: a heap of child nodes, or (a leaf) its victims."""
-
-    __slots__ = ("kids", "leaf", "parent", "q", "stale")
-
-    def __init__(self, q: QueueInfo, kids: GoHeap[_Node] | None, leaf: _Leaf | None) -> None:
-        self.q = q
-        self.kids = kids
-        self.leaf = leaf
-        self.stale = True  # KAI marks every node a push touches
-        self.parent: str | None = None  # a name, not the node: no reference cycle
-
-    def empty(self) -> bool:
-        return not self.leaf if self.kids is None else not self.kids
+_Node = TreeNode[_Leaf]
 
 
-class VictimQueue:
+class VictimQueue(QueueTree[_Leaf]):
     """Victim-mode jobs by queue (see the module docstring). Pop returns the next victim job."""
 
     def __init__(self, ssn: Session, jobs: Iterable[Job] = ()) -> None:
+        super().__init__()
         self.ssn = ssn
         self._seq = 0
-        self.nodes: dict[str, _Node] = {}
-        self.roots: GoHeap[_Node] = GoHeap()
         self.popped: dict[str, np.ndarray] = {}
         by_queue: dict[str, list[tuple[tuple[object, ...], Job]]] = {}
         for job in jobs:
@@ -114,48 +82,27 @@ class VictimQueue:
         for name in sorted(by_queue, key=lambda n: (first[n], n)):
             entries = sorted(by_queue[name], key=lambda e: e[0], reverse=True)
             leaf = _Leaf([j for _k, j in entries], [k for k, _j in entries])
-            node = self.nodes[name] = _Node(entries[0][1].queue, None, leaf)  # type: ignore[arg-type]
-            self._link(node)
+            q = entries[0][1].queue
+            assert q is not None
+            node, new = self._leaf(q, lambda leaf=leaf: leaf)  # type: ignore[misc]
+            self._attach(node, new)
 
     def copy(self) -> VictimQueue:
         out = VictimQueue.__new__(VictimQueue)
+        QueueTree.__init__(out)
         out.ssn = self.ssn
         out._seq = self._seq
         out.popped = {k: v.copy() for k, v in self.popped.items()}
-        out.nodes = {}
-        out.roots = GoHeap()
         out.roots.items = [out._clone(n) for n in self.roots.items]
         return out
 
     def _clone(self, n: _Node) -> _Node:
-        c = _Node(n.q, None if n.kids is None else GoHeap(), None if n.leaf is None else n.leaf.copy())
+        c: _Node = TreeNode(n.q, None if n.leaf is None else n.leaf.copy())
         c.stale, c.parent = n.stale, n.parent
         if n.kids is not None and c.kids is not None:
             c.kids.items = [self._clone(k) for k in n.kids.items]
         self.nodes[n.q.name] = c
         return c
-
-    def _link(self, child: _Node) -> None:
-        parent_q = child.q.parent
-        if parent_q is None:
-            self.roots.push(child, self._less)
-            return
-        parent = self.nodes.get(parent_q.name)
-        new = parent is None
-        if parent is None:
-            parent = self.nodes[parent_q.name] = _Node(parent_q, GoHeap(), None)
-        child.parent = parent.q.name
-        assert parent.kids is not None
-        parent.kids.push(child, self._less)
-        if new:
-            self._link(parent)
-
-    def _mark(self, node: _Node) -> None:
-        while True:
-            node.stale = True
-            if node.parent is None:
-                return
-            node = self.nodes[node.parent]
 
     def push(self, job: Job) -> None:
         q = job.queue
@@ -163,26 +110,17 @@ class VictimQueue:
             return
         key = self.ssn.job_key(job)
         self._seq += 1
-        node = self.nodes.get(q.name)
-        new = node is None
-        if node is None:
-            node = self.nodes[q.name] = _Node(q, None, _Leaf([], []))
+        node, new = self._leaf(q, lambda: _Leaf([], []))
         assert node.leaf is not None
-        heapq.heappush(node.leaf.heap, (tuple(_Rev(k) for k in key), self._seq, key, job))
-        if new:
-            self._link(node)
-        self._mark(node)
-
-    def __bool__(self) -> bool:
-        return bool(self.roots)
+        heapq.heappush(node.leaf.heap, (tuple(Reverse(k) for k in key), self._seq, key, job))
+        self._attach(node, new)
 
     # -- order -------------------------------------------------------------------------------
     def _victims(self, node: _Node) -> np.ndarray:
         """The node's best leaf's victims, through the current tops: popped ones and the next."""
-        while node.kids is not None:
-            node = node.kids.peek()
-        assert node.leaf is not None
-        total: np.ndarray = self.popped.get(node.q.name, _ZERO3) + job_allocated(node.leaf.top())
+        leaf = self._best_leaf(node)
+        assert leaf.leaf is not None
+        total: np.ndarray = self.popped.get(leaf.q.name, ZERO3) + job_allocated(leaf.leaf.top())
         return total
 
     def _less(self, a: _Node, b: _Node) -> bool:
@@ -196,33 +134,12 @@ class VictimQueue:
             return not order < 0
         return not (a.q.spec.creation, a.q.name) < (b.q.spec.creation, b.q.name)
 
-    def _next(self, heap: GoHeap[_Node]) -> _Node | None:
-        while heap:
-            node = heap.peek()
-            if not node.stale:
-                return None if node.empty() else node
-            heap.fix(0, self._less)
-            node.stale = False
-        return None
-
     def pop(self) -> Job | None:
         """The next victim job (a clone when an elastic job was pushed back), or None."""
-        node = self._next(self.roots)
-        while node is not None and node.kids is not None:
-            node = self._next(node.kids)
-        if node is None or node.leaf is None:
+        node = self._next_leaf()
+        if node is None or not node.leaf:
             return None
         job = node.leaf.pop()
-        self.popped[node.q.name] = self.popped.get(node.q.name, _ZERO3) + job_allocated(job)
-        while node.empty():
-            parent = self.nodes[node.parent] if node.parent is not None else None
-            (parent.kids if parent is not None and parent.kids is not None else self.roots).pop(self._less)
-            del self.nodes[node.q.name]
-            if parent is None:
-                return job
-            node = parent
-        self._mark(node)
+        self.popped[node.q.name] = self.popped.get(node.q.name, ZERO3) + job_allocated(job)
+        self._after_pop(node)
         return job
-
-
-_ZERO3 = np.zeros(3)
