@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from shoal.actions.common.job_allocation import tasks_to_allocate
 from shoal.actions.common.preemption import candidate_victims, combine, run_preemptors
-from shoal.actions.common.solver import request_vector
+from shoal.actions.common.simulation import request_vector
 from shoal.framework.jobs import Job
 from shoal.framework.session import Session
 

@@ -6,7 +6,8 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from shoal.actions.common.job_allocation import eligible, tasks_to_allocate
-from shoal.actions.common.solver import Validator, VictimSolver, request_vector
+from shoal.actions.common.simulation import request_vector
+from shoal.actions.common.solver import Validator, VictimSolver
 from shoal.actions.common.victims import feasible_nodes
 from shoal.framework.cycle_state import StateKey
 from shoal.framework.faults import isolated

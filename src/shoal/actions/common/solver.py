@@ -9,93 +9,36 @@ the feasible nodes. A scenario that places the preemptor and passes the action's
 kept; its victims become the recorded victims of the next partial job. The last partial job's
 statement is the result: victims Releasing (or moved: Pipelined elsewhere), the preemptor
 Pipelined, to bind in a later cycle's allocate.
+
+This module holds the search (partial jobs, the scenarios of each, the filters that gate them)
+and the bookkeeping of the search's one statement: its first operations evict the recorded
+victims (the base) and every scenario is rolled back to there. The walk over the victim sequence
+and its bulk skipping are in `victim_scan`, the simulation of one scenario in `simulation`.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from shoal.actions.common.job_allocation import allocate_job, tasks_to_allocate
+from shoal.actions.common.job_allocation import tasks_to_allocate
 from shoal.actions.common.scenario_filter import IdleGpuFilter, TopologyGpuFilter, gpu_gains, idle_gpus
+from shoal.actions.common.simulation import ScenarioSimulation
 from shoal.actions.common.victim_log import VictimLog
 from shoal.actions.common.victim_queue import VictimQueue
-from shoal.actions.common.victims import clone_job, tasks_to_evict
-from shoal.framework.job_queue import JobsByQueue
+from shoal.actions.common.victim_scan import Potential, Scan
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 from shoal.model.status import ACTIVE_ALLOCATED_SET, PodStatus
 
-
-def request_vector(tasks: list[Task]) -> np.ndarray:
-    """KAI's job init resource in queue units: GPU-memory tasks count memory/100 GPUs."""
-    total = np.zeros(3)
-    for t in tasks:
-        total += t.request_quota_vector()
-    return total
-
-
-def simulated_request(job: Job) -> np.ndarray:
-    """`request_vector` of the job's tasks to allocate in a simulation (`real=False`), cached per job
-    version: the queue-order comparator asks for it on every comparison, and a job's tasks to
-    allocate change only when one of its tasks changes status. Never call it for a job inside
-    `partial_minimums` (its minimums change without a version bump)."""
-    return job.cached("sim_request", job.version, lambda: request_vector(tasks_to_allocate(job, real=False)))
-
-
-@contextmanager
-def partial_minimums(job: Job, tasks: list[Task]) -> Iterator[None]:
-    """KAI's partial pending job, without a copy: while open, every pod set's minimum is its
-    active-allocated count plus its tasks among `tasks` (a prefix of the job's tasks to
-    allocate), so one allocation attempt places exactly `tasks`. Restored on exit."""
-    saved = {name: ps.spec for name, ps in job.pod_sets.items()}
-    counts: dict[str, int] = {}
-    for t in tasks:
-        counts[t.pod_set.name] = counts.get(t.pod_set.name, 0) + 1
-    try:
-        for name, ps in job.pod_sets.items():
-            ps.spec = replace(ps.spec, min_available=ps.active_allocated + counts.get(name, 0))
-        yield
-    finally:
-        for name, ps in job.pod_sets.items():
-            ps.spec = saved[name]
-
-
-def could_fit(ssn: Session, tasks: list[Task], mask: np.ndarray) -> bool:
-    """False when some whole-resource task fits no allowed node even counting releasing
-    resources (so an allocation attempt must fail); True otherwise (shared / best-effort
-    tasks are not judged here)."""
-    nodes = ssn.nodes
-    free: np.ndarray | None = None
-    for t in tasks:
-        if t.pod.gpu.is_shared or t.pod.best_effort:
-            return True
-        if free is None:
-            free = nodes.idle + nodes.releasing
-        cols = np.flatnonzero(t.vec)
-        if not ((free[:, cols] >= t.vec[cols]).all(axis=1) & mask).any():
-            return False
-    return True
-
-
 #: Validator: preemptor, victim tasks per victim job uid (state after the simulation).
 Validator = Callable[[Job, dict[str, list[Task]]], bool]
 
-#: A victim job's tasks to allocate as `_inert` judges them, in task order: the request's bytes
-#: per whole-resource task, None for a shared or best-effort one.
-_Sig = tuple[bytes | None, ...]
-
-
 #: A victim that lost (Releasing) or moved (Pipelined) a pod: its batch is a recorded victim.
 _HIT = (PodStatus.RELEASING, PodStatus.PIPELINED)
-
-#: Entries the bulk scan reads before it first checks the filters' necessary condition.
-_FIRST_SCAN = 64
 
 
 @dataclass(slots=True)
@@ -136,9 +79,8 @@ class VictimSolver:
         self.validator = validator
         self.victims = victims
         self.base_queue = VictimQueue(ssn, victims)
-        self.feasible = feasible.copy()
+        self.sim = ScenarioSimulation(ssn, feasible)
         self.preemptor: Job | None = None
-        self._pending: list[Job] = []
         self._rejected = False
         self._reps: dict[str, list[Task]] = {}
         self._rec_batches: list[list[Task]] = []
@@ -149,13 +91,8 @@ class VictimSolver:
         self._base = 0
         self._base_hit = True
         self._log: VictimLog | None = None
-        self._scan: _Scan | None = None
+        self._scan: Scan | None = None
         self._caps = np.zeros(0, dtype=np.int64)
-        #: Victim job uid -> (job version, `_signature` of its tasks to allocate); request bytes -> request.
-        self._sim_sigs: dict[str, tuple[int, _Sig]] = {}
-        self._sig_vecs: dict[bytes, np.ndarray] = {}
-        #: Job uid -> (job version, queue-order key): the simulations' queues share them.
-        self._keys: dict[str, tuple[int, tuple[object, ...]]] = {}
 
     # -- entry point ---------------------------------------------------------------------
     def solve(self, job: Job) -> Statement | None:
@@ -166,8 +103,7 @@ class VictimSolver:
                  if j is job or j.fit_errors or j.reasons or j.has_status(PodStatus.PENDING)}
         before = job.active_used()
         tasks = tasks_to_allocate(job, real=False)
-        self._pending = [j for j in self.ssn.jobs.values()
-                         if j.queue is not None and j.queue.is_leaf and j.has_status(PodStatus.PENDING)]
+        self.sim.start(job)
         stmt = self._search(tasks) if tasks else None
         for uid, (errs, reasons) in saved.items():
             self.ssn.jobs[uid].fit_errors, self.ssn.jobs[uid].reasons = errs, reasons
@@ -249,8 +185,8 @@ class VictimSolver:
             sol = self._try(stmt, base, partial, recorded, None, None)
             if sol is not None:
                 return sol
-        potential = _Potential(self._log)
-        scan = self._scan = _Scan(self._log, rec)
+        potential = Potential(self._log)
+        scan = self._scan = Scan(self._log, rec)
         while True:
             if scan.live is None and not topo.active:
                 scan.bulk_skip(filt, potential)
@@ -268,7 +204,7 @@ class VictimSolver:
                 return sol
 
     def _try(self, stmt: Statement, base: int, partial: list[Task], recorded: list[Task],
-             potential: _Potential | None, latest: Job | None) -> _Solution | None:
+             potential: Potential | None, latest: Job | None) -> _Solution | None:
         """KAI's by-pod solver for one scenario (the recorded victims are already evicted up to
         `base`): recorded victims alone (no latest victim job), or recorded plus, node by node of
         the latest victim job (its pods' nodes, name order; a pod without a node stands for none),
@@ -298,111 +234,12 @@ class VictimSolver:
             if t.status in ACTIVE_ALLOCATED_SET:  # allocated, binding, bound, running, pipelined
                 stmt.evict(t, self.action, reason, self.preemptor.uid)
 
+
     def _simulate(self, stmt: Statement, partial: list[Task], victims: list[Task]) -> _Solution | None:
-        """Re-place victims and place the preemptor in queue order; validate."""
-        ssn = self.ssn
-        job = self.preemptor
-        assert job is not None
-        mask = self.feasible.copy()
-        for v in victims:
-            if v.node >= 0:
-                mask[v.node] = True
-        victim_jobs = {t.job.uid for t in victims}
-        jobs = {j.uid: j for j in self._pending}
-        for uid in victim_jobs:
-            jobs[uid] = ssn.jobs[uid]
-        jobs[job.uid] = job
-        partial_req = request_vector(partial)
-
-        def request(j: Job) -> np.ndarray:
-            # KAI compares queues by the best job's tasks-to-allocate (virtual victims included).
-            return partial_req if j is job else simulated_request(j)
-
-        order = JobsByQueue(ssn, jobs.values(), request=request, keys=self._keys)  # it sorts them by uid
-        # Only the preemptor and the victims' jobs act; once all of them were popped, the rest of
-        # the order would be popped and skipped, so stop there.
-        to_act = sum(1 for uid in victim_jobs | {job.uid} if jobs[uid].queue is not None)
-        placed = False
-        waiting = {uid for uid in victim_jobs if jobs[uid].queue is not None}
-        while to_act:
-            nxt = order.pop()
-            if nxt is None:
-                break
-            if nxt is job or nxt.uid in victim_jobs:
-                to_act -= 1
-            if nxt is job:
-                cp = stmt.checkpoint()
-                with partial_minimums(job, partial):
-                    ok = allocate_job(ssn, stmt, job, pipeline_only=True, node_mask=mask, real=False)
-                if not ok:
-                    stmt.rollback(cp)
-                    return None
-                placed = True
-                waiting.discard(job.uid)
-            elif nxt.uid in victim_jobs:
-                waiting.discard(nxt.uid)
-                if not could_fit(ssn, tasks_to_allocate(nxt, real=False), mask):
-                    continue  # exactly what allocate_job would conclude, without its error texts
-                cp = stmt.checkpoint()
-                errors, reasons = list(nxt.fit_errors), list(nxt.reasons)
-                if not allocate_job(ssn, stmt, nxt, pipeline_only=True, node_mask=mask, real=False):
-                    stmt.rollback(cp)
-                    nxt.fit_errors, nxt.reasons = errors, reasons
-                    continue
-                nxt.fit_errors, nxt.reasons = errors, reasons
-            else:
-                continue
-            if placed and self._inert(waiting, mask):
-                break  # the victims still to come can no longer be re-placed: nothing else acts
-        if not placed:
+        """Simulate the scenario (`ScenarioSimulation.place`); validate it when the preemptor was placed."""
+        if not self.sim.place(stmt, partial, victims):
             return None
         return self._validate(stmt, victims)
-
-    def _inert(self, victim_jobs: set[str], mask: np.ndarray) -> bool:
-        """True when no victim job can be re-placed in this simulation: each has a whole-resource
-        task to allocate that fits no allowed node even counting releasing resources (`could_fit`
-        false, so `allocate_job` must fail). Judged on the state after the evictions; the
-        simulation only takes resources from there, so it stays true and the queue order of the
-        simulation cannot matter. Victim jobs asking for the same requests in the same order get
-        the same verdict, so each distinct signature is judged once."""
-        ssn = self.ssn
-        sigs: set[_Sig] = set()
-        for uid in victim_jobs:
-            j = ssn.jobs[uid]
-            hit = self._sim_sigs.get(uid)
-            if hit is None or hit[0] != j.version:
-                hit = self._sim_sigs[uid] = (j.version, self._signature(tasks_to_allocate(j, real=False)))
-            sigs.add(hit[1])
-        free: np.ndarray | None = None
-        verdict: dict[bytes, bool] = {}
-        for sig in sigs:
-            for key in sig:  # an empty signature (nothing to allocate) counts as stuck
-                if key is None:
-                    return False  # a shared / best-effort task: not judged by the whole-resource check
-                fits = verdict.get(key)
-                if fits is None:
-                    if free is None:
-                        free = ssn.nodes.idle + ssn.nodes.releasing
-                    vec = self._sig_vecs[key]
-                    cols = np.flatnonzero(vec)
-                    fits = verdict[key] = bool(((free[:, cols] >= vec[cols]).all(axis=1) & mask).any())
-                if not fits:
-                    break
-            else:
-                if sig:
-                    return False
-        return True
-
-    def _signature(self, tasks: list[Task]) -> _Sig:
-        sig: list[bytes | None] = []
-        for t in tasks:
-            if t.pod.gpu.is_shared or t.pod.best_effort:
-                sig.append(None)
-            else:
-                key = t.vec.tobytes()
-                self._sig_vecs.setdefault(key, t.vec)
-                sig.append(key)
-        return tuple(sig)
 
     def _validate(self, stmt: Statement, victims: list[Task]) -> _Solution | None:
         job = self.preemptor
@@ -450,159 +287,3 @@ class VictimSolver:
             if b is not None:
                 return b
         return [task]
-
-
-class _Potential:
-    """A partial job's potential victims in the order added, with their nodes and job ids, so
-    "every potential victim of the jobs with one on node X" is a vectorised lookup."""
-
-    def __init__(self, log: VictimLog) -> None:
-        self.log = log
-        self.tasks: list[Task] = []
-        self._nodes: list[np.ndarray] = []
-        self._jobs: list[np.ndarray] = []
-
-    def __len__(self) -> int:
-        return len(self.tasks)
-
-    def add(self, batch: list[Task]) -> None:
-        self.tasks.extend(batch)
-        self._nodes.append(np.array([t.node for t in batch], dtype=np.int64))
-        self._jobs.append(np.array([self.log.job_id(t.job.uid) for t in batch], dtype=np.int64))
-
-    def add_log_range(self, a: int, b: int) -> None:
-        """Add the log's tasks a..b-1 (flat indices)."""
-        node, _gain, jobs = self.log.columns()
-        self.tasks.extend(self.log.tasks[a:b])
-        self._nodes.append(node[a:b])
-        self._jobs.append(jobs[a:b])
-
-    def of_jobs_on(self, node: int) -> list[Task]:
-        """The potential victims of every job with a potential victim on `node` (none for -1)."""
-        if node < 0 or not self.tasks:
-            return []
-        if len(self._nodes) > 1:
-            self._nodes = [np.concatenate(self._nodes)]
-            self._jobs = [np.concatenate(self._jobs)]
-        nodes, jobs = self._nodes[0], self._jobs[0]
-        pick = np.isin(jobs, np.unique(jobs[nodes == node]))
-        return [self.tasks[i] for i in np.flatnonzero(pick).tolist()]
-
-
-class _Scan:
-    """One partial job's walk over the victim sequence: the recorded log while it is valid, a
-    live queue from the first skip that pushes back something else (see `VictimLog`)."""
-
-    def __init__(self, log: VictimLog, recorded: set[str]) -> None:
-        self.log = log
-        self.rec = recorded
-        self.i = 0
-        self.live: VictimQueue | None = None
-        #: Batches popped from the live queue (KAI's job representatives of their tasks).
-        self.batch_of: dict[str, list[Task]] = {}
-        #: Sorted log entries holding a recorded victim; recorded victims not in the log yet.
-        self._skip: list[int] = []
-        self._unplaced = set(recorded)
-        self._locate()
-
-    def _locate(self) -> None:
-        found = [uid for uid in self._unplaced if uid in self.log.entry_of]
-        if found:
-            self._unplaced.difference_update(found)
-            self._skip = sorted(set(self._skip) | {self.log.entry_of[uid] for uid in found})
-
-    def _skips(self, lo: int, hi: int) -> int:
-        """The first entry in [lo, hi) whose batch holds a recorded victim, else hi."""
-        if self._unplaced:
-            self._locate()
-        k = bisect_left(self._skip, lo)
-        return min(self._skip[k], hi) if k < len(self._skip) else hi
-
-    def bulk_skip(self, filt: IdleGpuFilter, potential: _Potential) -> None:
-        """Add, at once, the longest run of entries from here that the filter's necessary
-        condition rejects after each of them (so KAI would neither simulate nor stop there),
-        stopping before any entry holding a recorded victim."""
-        log, i = self.log, self.i
-        want = _FIRST_SCAN
-        while True:
-            log.extend_to(i + want)
-            end = self._skips(i, len(log.entries))
-            if end <= i:
-                return
-            whole = filt.necessary_ok(self._extra(filt, i, end - 1))
-            if whole or end < len(log.entries) or log.exhausted:
-                break
-            want *= 2
-        # The first p in [lo, hi) whose prefix passes the condition; hi if none (monotone: when
-        # the whole run fails, every shorter prefix fails too, so no search is needed).
-        lo, hi = (i, end) if whole else (end, end)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if filt.necessary_ok(self._extra(filt, i, mid)):
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo == i:
-            return
-        a, b = log.entries[i].start, log.end_of(lo - 1)
-        node, gain, _jobs = log.columns()
-        filt.add_bulk(node[a:b], gain[a:b])
-        potential.add_log_range(a, b)
-        self.i = lo
-
-    def _extra(self, filt: IdleGpuFilter, i: int, p: int) -> np.ndarray:
-        """GPUs the batches of entries i..p free, per node."""
-        a, b = self.log.entries[i].start, self.log.end_of(p)
-        node, gain, _jobs = self.log.columns()
-        return np.bincount(node[a:b], weights=gain[a:b], minlength=len(filt.caps)).astype(np.int64)
-
-    def next(self) -> tuple[Job, list[Task]] | None:
-        """The next victim job and its batch to add as potential victims; None at the end."""
-        while True:
-            if self.live is not None:
-                step = self._next_live()
-                if step is None or step[1]:
-                    return step
-                continue
-            e = self.log.get(self.i)
-            if e is None:
-                return None
-            self.i += 1
-            batch = e.batch
-            if len(batch) == 1:  # the common case, without the general checks below
-                if batch[0].uid not in self.rec:
-                    return e.job, batch
-                if e.pushed is None and len(e.job.tasks) == 1:
-                    continue  # its only task is recorded: nothing pushed back, as in the log
-            if not batch:
-                continue
-            if not any(t.uid in self.rec for t in batch):
-                return e.job, batch
-            rest = [t for t in e.job.tasks if t.uid not in self.rec]
-            logged = e.pushed.tasks if e.pushed is not None else []
-            if [t.uid for t in rest] == [t.uid for t in logged]:
-                continue  # the same push as in the log: the sequence goes on unchanged
-            self.live = self.log.replay_until(self.i - 1)
-            popped = self.live.pop()
-            assert popped is not None and popped.uid == e.job.uid
-            if rest:
-                self.live.push(clone_job(e.job, rest))
-
-    def _next_live(self) -> tuple[Job, list[Task]] | None:
-        assert self.live is not None
-        vjob = self.live.pop() if self.live else None
-        if vjob is None:
-            return None
-        batch, more = tasks_to_evict(vjob)
-        if not batch:
-            return vjob, []
-        if any(t.uid in self.rec for t in batch):
-            rest = [t for t in vjob.tasks if t.uid not in self.rec]
-            if rest:
-                self.live.push(clone_job(vjob, rest))
-            return vjob, []
-        if more:
-            ids = {t.uid for t in batch}
-            self.live.push(clone_job(vjob, [t for t in vjob.tasks if t.uid not in ids]))
-        self.batch_of.update((t.uid, batch) for t in batch)
-        return vjob, batch
