@@ -13,76 +13,37 @@ import time
 from typing import Any
 
 import pytest
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 
 from .cluster import KEnv
+from .dra_fixtures import claims_by_pod, dra_pod, gpu_driver, pod_group, request, template
 from .scheduler_fixtures import (  # noqa: F401
-    PodGroupRes,
-    create,
     ensure_queue,
-    pod_manifest,
     pod_state,
     shoal_runner,
     wait_until,
 )
 
 pytestmark = pytest.mark.e2e
-DeviceClass = create_global_resource("resource.k8s.io", "v1", "DeviceClass", "deviceclasses")
-ResourceSlice = create_global_resource("resource.k8s.io", "v1", "ResourceSlice", "resourceslices")
-ResourceClaim = create_namespaced_resource("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims")
-ResourceClaimTemplate = create_namespaced_resource("resource.k8s.io", "v1", "ResourceClaimTemplate",
-                                                   "resourceclaimtemplates")
 BIG = 'device.capacity[device.driver].memory.compareTo(quantity("80Gi")) >= 0'
 
 
-def _publish(kenv: KEnv, driver: str, node: str, memory: str) -> str:
-    name = f"{node}-{driver}"
-    kenv.client.create(ResourceSlice(metadata={"name": name}, spec={
-        "driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-        "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "H100"}},
-                     "capacity": {"memory": {"value": memory}}}]}))
-    return name
-
-
-def _dra_pod(kenv: KEnv, name: str, scheduler: str, queue: str, template: str, group: str = "") -> None:
-    m = pod_manifest(name, scheduler, queue=queue, annotations={"pod-group-name": group} if group else None)
-    m["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
-    m["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    create(kenv, m)
-
-
-def _claims(kenv: KEnv) -> dict[str, Any]:
-    """Claims by the pod they were made for."""
-    out = {}
-    for c in kenv.client.list(ResourceClaim, namespace=kenv.namespace):
-        owner = next(o for o in c["metadata"].get("ownerReferences") or [] if o["kind"] == "Pod")
-        out[owner["name"]] = c
-    return out
-
-
 def test_dra_claim_allocated_before_bind_and_gang_that_cannot_fit_waits(kenv: KEnv, shoal_runner: Any) -> None:
-    s = kenv.node_prefix[-6:]
     small, big = kenv.add_gpu_nodes(2, gpus=0)
     kenv.wait_nodes_ready([small, big])
-    driver, queue = f"gpu-{s}.e2e.shoal.dev", f"q-{s}"
+    queue = f"q-{kenv.node_prefix[-6:]}"
     ensure_queue(kenv.client, queue)
-    kenv.client.create(DeviceClass(metadata={"name": driver}, spec={
-        "selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}))
-    slices = [_publish(kenv, driver, small, "40Gi"), _publish(kenv, driver, big, "80Gi")]
-    create(kenv, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "big"},
-                  "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                      "deviceClassName": driver, "selectors": [{"cel": {"expression": BIG}}]}}]}}}})
-    try:
+    with gpu_driver(kenv, {small: ("40Gi", 1), big: ("80Gi", 1)}) as driver:
+        template(kenv, "big", request(driver, BIG))
         sched = shoal_runner()
-        _dra_pod(kenv, "solo", sched.scheduler_name, queue, "big")
+        dra_pod(kenv, "solo", sched.scheduler_name, queue, template="big")
         try:
             wait_until(lambda: pod_state(kenv.client, "solo", kenv.namespace)[0], 60, "solo bound")
         except AssertionError as e:
-            raise AssertionError(f"{e}\nclaims: {_claims(kenv)}\npod: {pod_state(kenv.client, 'solo', kenv.namespace)}"
-                                 f"\nshoal log:\n{sched.tail()}") from None
+            state = pod_state(kenv.client, "solo", kenv.namespace)
+            raise AssertionError(f"{e}\nclaims: {claims_by_pod(kenv)}\npod: {state}\nlog:\n{sched.tail()}") from None
         assert pod_state(kenv.client, "solo", kenv.namespace)[0] == big
-        claim = _claims(kenv)["solo"]
+        claim = claims_by_pod(kenv)["solo"]
         pod_uid = kenv.client.get(Pod, "solo", namespace=kenv.namespace).metadata.uid
         status = claim["status"]
         assert status["allocation"]["devices"]["results"] == [
@@ -93,28 +54,23 @@ def test_dra_claim_allocated_before_bind_and_gang_that_cannot_fit_waits(kenv: KE
         assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
 
         # Two pods of one gang, each needing an 80 GiB GPU: one exists (and solo holds it).
-        create(kenv, {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pair"},
-                      "spec": {"minMember": 2, "queue": queue}})
+        pod_group(kenv, "pair", queue, 2)
         for i in range(2):
-            _dra_pod(kenv, f"pair-{i}", sched.scheduler_name, queue, "big", group="pair")
+            dra_pod(kenv, f"pair-{i}", sched.scheduler_name, queue, template="big", group="pair")
 
         def waiting() -> bool:
             conds = [pod_state(kenv.client, f"pair-{i}", kenv.namespace)[2] for i in range(2)]
             return all(c is not None and c.reason == "Unschedulable" for c in conds)
         wait_until(waiting, 60, "the gang reported unschedulable")
         kenv.client.delete(Pod, "solo", namespace=kenv.namespace, grace_period=0)
-        wait_until(lambda: "solo" not in _claims(kenv), 60, "solo's claim released and deleted")
+        wait_until(lambda: "solo" not in claims_by_pod(kenv), 60, "solo's claim released and deleted")
         # The big GPU is free now, but the gang still needs two: it waits (a few cycles of 0.5 s) with
         # nothing allocated for it.
         time.sleep(3)
         assert waiting()
         message = pod_state(kenv.client, "pair-0", kenv.namespace)[2].message
         assert "DRA devices matching" in message, message
-        claims = _claims(kenv)
+        claims = claims_by_pod(kenv)
         assert sorted(claims) == ["pair-0", "pair-1"]
         assert all(not (c.get("status") or {}).get("allocation") for c in claims.values()), claims
         assert all(pod_state(kenv.client, f"pair-{i}", kenv.namespace)[0] is None for i in range(2))
-    finally:
-        for name in slices:
-            kenv.client.delete(ResourceSlice, name)
-        kenv.client.delete(DeviceClass, driver)

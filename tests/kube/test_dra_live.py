@@ -96,7 +96,7 @@ def test_an_unsatisfiable_claim_stays_pending_with_a_message() -> None:
     d = run_cycle(snap).decisions
     assert not d.binds
     text = " ".join(m for ex in d.explanations.values() for m in ex.messages)
-    assert "DRA devices matching" in text
+    assert "resource claim ns/huge cannot be satisfied: 0 devices in the cluster match its requests, 1 wanted" in text
 
 
 async def test_allocation_and_reservation_are_written_before_the_bind() -> None:

@@ -53,6 +53,11 @@ class DraState:
             if claim.gpus and not claim.from_template and claim.labels.get(QUEUE_LABEL) != queue:
                 return (f"shared GPU resource claim {pod.namespace}/{name} has queue label "
                         f"{claim.labels.get(QUEUE_LABEL)!r}, the job's queue is {queue!r}")
+            # The adapter says which devices the claim accepts: too few anywhere is not a matter of
+            # nodes (free or not), so say so once, naming the claim.
+            if claim.eligible is not None and not claim.allocated and len(claim.eligible) < claim.count:
+                return (f"resource claim {pod.namespace}/{name} cannot be satisfied: {len(claim.eligible)} "
+                        f"devices in the cluster match its requests, {claim.count} wanted")
         return None
 
 
