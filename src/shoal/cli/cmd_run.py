@@ -55,9 +55,28 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pod-grouper", action=argparse.BooleanOptionalAction, default=True,
                    help="create PodGroups from pods' top owners like KAI's pod grouper (default: on); "
                         "off = a pod naming no PodGroup is its own gang of one")
+    add_shard_args(p)
     add_visibility_args(p)
     add_sharing_args(p)
     p.set_defaults(func=run)
+
+
+def add_shard_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scheduling shards (KAI's node pools; docs/kubernetes.md, 'When to shard')")
+    g.add_argument("--node-pool-label", "--nodepool-label-key", dest="node_pool_label", default="", metavar="KEY",
+                   help="serve one node pool: only the Nodes, Queues and PodGroups whose label KEY is --node-pool "
+                        "(without --node-pool: those lacking the label KEY); default: the whole cluster")
+    g.add_argument("--node-pool", "--partition-label-value", dest="node_pool", default="", metavar="VALUE",
+                   help="the pool's label value (alone: with KAI's key kai.scheduler/node-pool); the lease, report "
+                        "and events are named <scheduler-name>-VALUE")
+
+
+def shard_of(args: argparse.Namespace) -> Any:
+    """The Shard the flags select; ValueError naming the problem."""
+    from shoal.kube.shard import DEFAULT_NODE_POOL_LABEL, Shard
+
+    label = args.node_pool_label or (DEFAULT_NODE_POOL_LABEL if args.node_pool else "")
+    return Shard(label=label, pool=args.node_pool)
 
 
 def add_sharing_args(p: argparse.ArgumentParser) -> None:
@@ -157,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         usage_persist = parse_duration(args.usage_persist_period)
         visibility = visibility_options(args)
         sharing = sharing_options(args)
+        shard = shard_of(args)
     except (ValueError, ConfigError, OSError, yaml.YAMLError) as e:
         print(f"shoal run: {e}")
         return 2
@@ -165,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
                           leader_elect=args.leader_elect, lease_namespace=args.lease_namespace,
                           lease_name=args.lease_name, identity=args.identity, pod_grouper=args.pod_grouper,
                           config_map=args.config_map, config_map_key=args.config_map_key, visibility=visibility,
-                          gpu_sharing=sharing, usage_persist_seconds=usage_persist)
+                          gpu_sharing=sharing, usage_persist_seconds=usage_persist, shard=shard)
 
     try:
         client = KubeClient(args.kubeconfig, fast_binds=getattr(args, "fast_binds", True))

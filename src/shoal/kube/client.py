@@ -162,16 +162,20 @@ class KubeClient:
         return await self.request("PATCH", res.path(namespace, name, sub), body=patch, content_type=ctype)
 
     async def list_page(self, res: Resource, *, limit: int = 500, cont: str | None = None,
-                        namespace: str | None = None, field_selector: str | None = None) -> JSON:
+                        namespace: str | None = None, field_selector: str | None = None,
+                        label_selector: str | None = None) -> JSON:
         params: dict[str, Any] = {"limit": limit}
         if cont:
             params["continue"] = cont
         if field_selector:
             params["fieldSelector"] = field_selector
+        if label_selector:
+            params["labelSelector"] = label_selector
         return await self.request("GET", res.path(namespace), params=params)
 
     async def watch(self, res: Resource, resource_version: str, *, timeout_seconds: int = 300,
-                    namespace: str | None = None, field_selector: str | None = None) -> AsyncIterator[JSON]:
+                    namespace: str | None = None, field_selector: str | None = None,
+                    label_selector: str | None = None) -> AsyncIterator[JSON]:
         """Watch events from `resource_version` with bookmarks; yields raw `{type, object}` dicts.
 
         Ends when the server closes the stream (timeout). An `ERROR` event is yielded as is
@@ -181,6 +185,8 @@ class KubeClient:
                   "timeoutSeconds": str(timeout_seconds)}
         if field_selector:
             params["fieldSelector"] = field_selector
+        if label_selector:
+            params["labelSelector"] = label_selector
         timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0)
         req = self._watch_http.build_request("GET", res.path(namespace), params=params, timeout=timeout)
         resp = await self._watch_http.send(req, stream=True)

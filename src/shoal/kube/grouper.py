@@ -21,6 +21,7 @@ from shoal.kai.names import PODGROUP_ANNOTATION
 from shoal.kai.objects import meta
 from shoal.kube.cache import ClusterCache
 from shoal.kube.client import EVENTS, JSON, PODGROUPS, PODS, ApiError, KubeClient
+from shoal.kube.shard import Shard
 from shoal.workloads import WorkloadError, derive_podgroups, pod_assignment, pod_metadata_patch
 from shoal.workloads.owners import OwnerKey, owner_walk
 
@@ -45,9 +46,11 @@ def needs_grouping(obj: JSON, scheduler_name: str) -> bool:
 
 class PodGrouper:
     def __init__(self, client: KubeClient, cache: ClusterCache, *, owner_ttl: float = 30.0,
-                 workers: int = 8) -> None:
+                 workers: int = 8, shard: Shard | None = None) -> None:
         self.client = client
         self.cache = cache
+        #: A scheduling shard groups only its pool's pods (another shard groups the rest).
+        self.shard = shard or Shard()
         self.owner_ttl = owner_ttl
         self.workers = workers
         self.queue: asyncio.Queue[str] = asyncio.Queue()
@@ -57,7 +60,7 @@ class PodGrouper:
 
     def on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         """Informer hook: queue pods that still need a PodGroup (latest object wins)."""
-        if new is None or not needs_grouping(new, self.cache.scheduler_name):
+        if new is None or not needs_grouping(new, self.cache.scheduler_name) or not self.shard.groups_pod(new):
             return
         uid = str(meta(new).get("uid"))
         if uid in self.cache.ungroupable:
@@ -100,7 +103,11 @@ class PodGrouper:
             await self._event(ns, name, uid, f"cannot derive a PodGroup: {e}; scheduled as a gang of one")
             return
         spec = next(s for s in specs if s.name == group)
-        await self.ensure_podgroup(spec.to_manifest())
+        manifest = spec.to_manifest()
+        labels = manifest["metadata"].setdefault("labels", {})
+        for key, value in self.shard.pool_labels(pod).items():  # KAI's podgrouper: the gang joins the pod's pool
+            labels.setdefault(key, value)
+        await self.ensure_podgroup(manifest)
         try:
             await self.client.patch(PODS, name, patch, ns)  # already {"metadata": {...}}
         except ApiError as e:

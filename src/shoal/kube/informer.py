@@ -36,13 +36,17 @@ class Gone(Exception):
 class Informer:
     def __init__(self, client: KubeClient, res: Resource, handler: Handler, *, page: int = 500,
                  watch_timeout: int = 300, namespace: str | None = None, field_selector: str | None = None,
-                 on_error: ErrorHandler | None = None, optional: bool = False) -> None:
+                 on_error: ErrorHandler | None = None, optional: bool = False,
+                 label_selector: str | None = None) -> None:
         self.client = client
         self.res = res
         #: Narrow the informer to one namespace and/or a field selector (e.g. one object by
         #: `metadata.name=`, which is what RBAC `resourceNames` allows for list and watch).
         self.namespace = namespace
         self.field_selector = field_selector
+        #: Only objects with these labels (a scheduling shard's nodes, queues, PodGroups); an
+        #: object whose labels stop matching arrives as DELETED from the server's watch.
+        self.label_selector = label_selector
         self.handler = handler
         self.on_error = on_error
         self.page = page
@@ -95,7 +99,8 @@ class Informer:
         rv = ""
         while True:
             page = await self.client.list_page(self.res, limit=self.page, cont=cont, namespace=self.namespace,
-                                               field_selector=self.field_selector)
+                                               field_selector=self.field_selector,
+                                               label_selector=self.label_selector)
             meta = page.get("metadata") or {}
             # List items carry no apiVersion/kind (watch objects do); owner resolution needs them.
             api, kind = page.get("apiVersion"), str(page.get("kind", "")).removesuffix("List")
@@ -129,7 +134,8 @@ class Informer:
 
     async def _watch(self) -> None:
         async for ev in self.client.watch(self.res, self.resource_version, timeout_seconds=self.watch_timeout,
-                                          namespace=self.namespace, field_selector=self.field_selector):
+                                          namespace=self.namespace, field_selector=self.field_selector,
+                                          label_selector=self.label_selector):
             self.apply(ev)
 
     def apply(self, ev: JSON) -> None:

@@ -54,6 +54,7 @@ from shoal.kube.informer import Handler, Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
 from shoal.kube.other_pods import OTHER_JOB
+from shoal.kube.shard import Shard
 from shoal.kube.usage_feed import UsageFeed, usage_params
 from shoal.kube.visibility import VisibilityOptions, VisibilityService
 from shoal.model.snapshot import ClusterSnapshot
@@ -88,6 +89,13 @@ class ServiceOptions:
     gpu_sharing: SharingOptions = field(default_factory=SharingOptions)
     #: Seconds between writes of the usage history (time-based fair share) to its ConfigMap.
     usage_persist_seconds: float = 60.0
+    #: The scheduling shard (node pool) this instance serves; default: the whole cluster.
+    shard: Shard = field(default_factory=Shard)
+
+    @property
+    def component(self) -> str:
+        """The name of what this instance writes: lease, ConfigMaps, events (`<name>-<pool>`)."""
+        return self.shard.component(self.scheduler_name)
 
 
 class SchedulerService:
@@ -96,25 +104,29 @@ class SchedulerService:
         self.opts = options
         self.metrics = SchedulerMetrics()
         self.cache = ClusterCache(options.scheduler_name, time.time)
-        self.applier = Applier(client, self.cache, options.scheduler_name, self.metrics)
-        self.grouper = PodGrouper(client, self.cache) if options.pod_grouper else None
+        self.applier = Applier(client, self.cache, options.component, self.metrics)
+        self.grouper = PodGrouper(client, self.cache, shard=options.shard) if options.pod_grouper else None
         # Always fed (reservation pods are few); attached to the applier once the mode needs it.
         self.sharing = SharingBinder(client, self.cache, options.gpu_sharing, self._sharing_event)
         self._sharing_synced = False
         self.cache.require_podgroup = self.grouper is not None
-        def informer(res: Resource, kind: str, handler: Handler) -> Informer:
-            return Informer(client, res, handler, on_error=partial(self.cache.handler_failed, kind))
+        shard = options.shard
+
+        def informer(res: Resource, kind: str, handler: Handler, sharded: bool = False) -> Informer:
+            return Informer(client, res, shard.guard(handler) if sharded else handler,
+                            on_error=partial(self.cache.handler_failed, kind),
+                            label_selector=shard.selector() if sharded else None)
 
         self.informers = [
             informer(PRIORITY_CLASSES, "PriorityClass", self.cache.on_priority_class),
-            informer(QUEUES, "Queue", self.cache.on_queue),
+            informer(QUEUES, "Queue", self.cache.on_queue, sharded=True),
             informer(TOPOLOGIES, "Topology", self.cache.on_topology),
-            informer(NODES, "Node", self.cache.on_node),
+            informer(NODES, "Node", self.cache.on_node, sharded=True),
             informer(NAMESPACES, "Namespace", self.cache.on_namespace),
             informer(PERSISTENT_VOLUMES, "PersistentVolume", self.cache.on_volume),
             informer(PERSISTENT_VOLUME_CLAIMS, "PersistentVolumeClaim", self.cache.on_claim),
             informer(STORAGE_CLASSES, "StorageClass", self.cache.on_storage_class),
-            informer(PODGROUPS, "PodGroup", self.cache.on_podgroup),
+            informer(PODGROUPS, "PodGroup", self.cache.on_podgroup, sharded=True),
             informer(PODS, "Pod", self._on_pod),
         ]
         self.dra = DraCache(on_change=self.cache._touch)
@@ -122,7 +134,7 @@ class SchedulerService:
         self.applier.dra = DraAllocator(client, self.dra, lambda n: self.cache.nodes[n].labels
                                         if n in self.cache.nodes else {})
         identity = options.identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.elector = LeaderElector(client, options.lease_name or options.scheduler_name, options.lease_namespace,
+        self.elector = LeaderElector(client, options.lease_name or options.component, options.lease_namespace,
                                      identity, lease_seconds=options.lease_seconds,
                                      renew_seconds=options.renew_seconds,
                                      on_change=lambda v: self.metrics.leader.set(1 if v else 0))
@@ -133,7 +145,7 @@ class SchedulerService:
         self._queue_status_at = 0.0
         # Other schedulers' pods are capacity, not arrivals: they are not part of the mix.
         self.mix_feed = PodMixFeed(ignored_jobs={OTHER_JOB}) if options.config.has_plugin("fragaware") else None
-        self.visibility = VisibilityService(client, self.cache, options.scheduler_name, options.visibility,
+        self.visibility = VisibilityService(client, self.cache, options.component, options.visibility,
                                             self.metrics)
         self.visibility.runtimes.leading = self._leading  # only the leader writes the learned run times
         self.usage: UsageFeed | None = None
@@ -180,7 +192,7 @@ class SchedulerService:
         if params is None:
             self.usage = None
         elif self.usage is None or self.usage.params != params:
-            name = f"{self.opts.lease_name or self.opts.scheduler_name}-usage"
+            name = f"{self.opts.lease_name or self.opts.component}-usage"
             self.usage = UsageFeed(self.client, params, self.opts.lease_namespace, name,
                                    persist_seconds=self.opts.usage_persist_seconds)
             self._usage_loaded = False
@@ -273,7 +285,7 @@ class SchedulerService:
     async def cycle(self) -> None:
         """One cycle: snapshot, then the actions one by one in a worker thread; each action's binds and
         evictions are sent while the next action runs (KAI also binds at each statement commit)."""
-        snapshot = self.cache.snapshot()
+        snapshot = self.opts.shard.narrow(self.cache.snapshot())
         self.dra.fill(snapshot)
         t0 = time.perf_counter()
         config, mix_feed, usage = self.opts.config, self.mix_feed, self.usage  # a reload applies next cycle
