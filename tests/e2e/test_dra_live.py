@@ -16,7 +16,7 @@ import pytest
 from lightkube.resources.core_v1 import Pod
 
 from .cluster import KEnv
-from .dra_fixtures import claims_by_pod, dra_pod, gpu_driver, pod_group, request, template
+from .dra_fixtures import claims_by_pod, devices_of, dra_pod, gpu_driver, pod_group, request, template
 from .scheduler_fixtures import (  # noqa: F401
     ensure_queue,
     pod_state,
@@ -74,3 +74,27 @@ def test_dra_claim_allocated_before_bind_and_gang_that_cannot_fit_waits(kenv: KE
         assert sorted(claims) == ["pair-0", "pair-1"]
         assert all(not (c.get("status") or {}).get("allocation") for c in claims.values()), claims
         assert all(pod_state(kenv.client, f"pair-{i}", kenv.namespace)[0] is None for i in range(2))
+
+
+def test_a_pod_whose_template_does_not_exist_yet_waits_saying_so_then_binds(kenv: KEnv, shoal_runner: Any) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=0)
+    kenv.wait_nodes_ready([node])
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    with gpu_driver(kenv, {node: ("80Gi", 1)}) as driver:
+        sched = shoal_runner()
+        dra_pod(kenv, "early", sched.scheduler_name, queue, template="later")
+
+        def said(text: str) -> Any:
+            cond = pod_state(kenv.client, "early", kenv.namespace)[2]
+            return cond if cond is not None and cond.status == "False" and text in (cond.message or "") else None
+        try:
+            wait_until(lambda: said(f"resource claim template {kenv.namespace}/later (pod claim 'gpu') not found"),
+                       60, "the pod reported waiting for its template")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nlog:\n{sched.tail()}") from None
+        assert pod_state(kenv.client, "early", kenv.namespace)[0] is None
+        template(kenv, "later", request(driver))
+        # The resource-claim controller retries the pod (with back-off) and makes its claim; shoal binds it.
+        wait_until(lambda: pod_state(kenv.client, "early", kenv.namespace)[0] == node, 90, "the pod bound")
+        assert devices_of(claims_by_pod(kenv)["early"]) == [(node, "gpu-0")]

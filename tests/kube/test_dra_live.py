@@ -188,3 +188,39 @@ async def test_class_and_claim_configs_are_copied_into_the_allocation() -> None:
     assert api.objects[f"{CLAIMS}/cfg"]["status"]["allocation"]["devices"]["config"] == [
         {"source": "FromClass", "requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {"a": 1}}},
         {"source": "FromClaim", "requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {"b": 2}}}]
+
+
+def template_pod(name: str, template: str) -> dict[str, Any]:
+    obj = pod(name, gpus=0)
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    return obj
+
+
+def test_a_pod_waits_for_its_template_claim_saying_so_then_binds_once_it_is_made() -> None:
+    _, cache, dra, _ = world()
+    dra.on_resource_claim_template("ADDED", None, {"metadata": {"name": "two", "namespace": "ns"}, "spec": {
+        "spec": claim("x", count=2)["spec"]}})
+    cache.on_pod("ADDED", None, template_pod("p", "two"))
+    cache.on_pod("ADDED", None, template_pod("q", "nope"))
+    snap = cache.snapshot()
+    dra.fill(snap)
+    assert {p.name: p.dra_gpus for p in snap.pods} == {"p": 2, "q": 0}  # counted from the template
+    d = run_cycle(snap).decisions
+    assert not d.binds
+    text = {ex_key: " ".join(ex.messages) for ex_key, ex in d.explanations.items()}
+    assert any("waiting for the resource claim of pod claim 'gpu' to be made from template ns/two" in m
+               for m in text.values()), text
+    assert any("resource claim template ns/nope (pod claim 'gpu') not found" in m for m in text.values()), text
+
+    # The resource-claim controller makes p's claim from the template and names it in p's status.
+    made = claim("p-gpu-abc12", count=2, labels={})
+    made["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}]
+    dra.on_resource_claim("ADDED", None, made)
+    obj = template_pod("p", "two")
+    obj["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu-abc12"}]
+    cache.on_pod("MODIFIED", None, obj)
+    snap = cache.snapshot()
+    dra.fill(snap)
+    assert [(b.name, b.node) for b in run_cycle(snap).decisions.binds] in ([("p", "n1")], [("p", "n2")])
+    dra.on_resource_claim_template("DELETED", None, {"metadata": {"name": "two", "namespace": "ns"}})
+    assert not dra.templates

@@ -45,6 +45,8 @@ class DraState:
             claim = self.claims.get(key)
             if claim is None:
                 return f"resource claim {pod.namespace}/{name} not found"
+            if claim.unusable:
+                return claim.unusable
             # A pod running already is among the claim's reserved_for; a pending one needs a place.
             taken = claim.reserved_for + self.new_consumers(key, task) + (pod.status == PodStatus.PENDING)
             if taken > MAX_CLAIM_CONSUMERS:

@@ -10,6 +10,7 @@ without a domain belong to the driver's domain (as Kubernetes' CEL environment s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from shoal.kai.objects import JSON, meta
@@ -189,10 +190,30 @@ def allocation_config(claim: Claim, class_config: dict[str, tuple[JSON, ...]]) -
     return out + [{"source": "FromClaim", **cfg} for cfg in claim.config]
 
 
+def template_from(obj: JSON) -> Claim:
+    """A ResourceClaimTemplate read as the claim it makes (its `spec.spec`), named after the template."""
+    return claim_from({"metadata": meta(obj), "spec": (obj.get("spec") or {}).get("spec") or {}})
+
+
+#: The name `pod_claim_names` gives a template claim the resource-claim controller has not made yet
+#: (no real claim can be named so: `<` and spaces are not allowed in object names).
+_AWAITED = re.compile(r"<(?P<entry>\S+) from template (?P<template>\S+), not created yet>")
+
+
+def awaited_claim(entry: str, template: str) -> str:
+    return f"<{entry} from template {template}, not created yet>"
+
+
+def parse_awaited_claim(name: str) -> tuple[str, str] | None:
+    """(pod claim entry, template) if `name` is `awaited_claim`'s, else None."""
+    m = _AWAITED.fullmatch(name)
+    return (m["entry"], m["template"]) if m else None
+
+
 def pod_claim_names(obj: JSON) -> tuple[str, ...]:
     """The ResourceClaims a pod uses: `resourceClaimName`, or for a template the claim the
     resource-claim controller made (`status.resourceClaimStatuses`); one not made yet is named
-    by a placeholder (the scheduler then reports it missing)."""
+    `awaited_claim(entry, template)` (the scheduler then waits for it, saying so)."""
     spec = obj.get("spec") or {}
     made = {s.get("name"): s.get("resourceClaimName")
             for s in (obj.get("status") or {}).get("resourceClaimStatuses") or []}
@@ -203,8 +224,8 @@ def pod_claim_names(obj: JSON) -> tuple[str, ...]:
         elif entry.get("resourceClaimTemplateName"):
             entry_name = entry.get("name")
             if entry_name in made:
-                if made[entry_name]:
+                if made[entry_name]:  # none: the controller decided the pod needs no claim for it
                     names.append(str(made[entry_name]))
             else:
-                names.append(f"<{entry_name} from template {entry['resourceClaimTemplateName']}, not created yet>")
+                names.append(awaited_claim(str(entry_name), str(entry["resourceClaimTemplateName"])))
     return tuple(names)

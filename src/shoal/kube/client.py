@@ -75,6 +75,7 @@ TOPOLOGIES = Resource("/apis/kai.scheduler/v1alpha1", "topologies", False)
 CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False)
 CONFIGMAPS = Resource("/api/v1", "configmaps", True)
 RESOURCE_CLAIMS = Resource("/apis/resource.k8s.io/v1", "resourceclaims", True)
+RESOURCE_CLAIM_TEMPLATES = Resource("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True)
 RESOURCE_SLICES = Resource("/apis/resource.k8s.io/v1", "resourceslices", False)
 DEVICE_CLASSES = Resource("/apis/resource.k8s.io/v1", "deviceclasses", False)
 

@@ -1,5 +1,9 @@
-"""The live DRA state: ResourceClaims, ResourceSlices and DeviceClasses from their informers, the
-core's view of them in each snapshot (`fill`), and the choice of devices for a claim on a node.
+"""The live DRA state: ResourceClaims, ResourceClaimTemplates, ResourceSlices and DeviceClasses from
+their informers, the core's view of them in each snapshot (`fill`), and the choice of devices for a
+claim on a node.
+
+A pod whose claim kube-controller-manager has not made from its template yet waits, saying so (or
+that the template does not exist); its GPUs are counted from the template meanwhile.
 
 Only the newest generation of each (driver, pool) is used. Devices held by an allocation (every
 claim's `status.allocation`, admin access excepted) are not free; a restarted scheduler lists the
@@ -21,7 +25,9 @@ from shoal.kai.dra import (
     claim_from,
     device_class_config,
     device_class_selectors,
+    parse_awaited_claim,
     slice_from,
+    template_from,
 )
 from shoal.kai.objects import JSON, meta
 from shoal.kai.units import ConvertError
@@ -62,6 +68,8 @@ def node_selector_matches(selector: JSON, node: str, labels: dict[str, str]) -> 
 class DraCache:
     on_change: Callable[[], None] = lambda: None
     claims: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
+    #: ResourceClaimTemplates read as the claims they make (for pods whose claim is not made yet).
+    templates: dict[tuple[str, str], Claim] = dataclasses.field(default_factory=dict)
     slices: dict[str, Slice] = dataclasses.field(default_factory=dict)
     classes: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     class_config: dict[str, tuple[JSON, ...]] = dataclasses.field(default_factory=dict)
@@ -88,6 +96,18 @@ class DraCache:
                     and int(prev.resource_version) > int(claim.resource_version):
                 return  # our own write (applied from its answer) is newer than this event
             self.claims[key] = claim
+        self.on_change()
+
+    def on_resource_claim_template(self, kind: str, old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        m = meta(obj)
+        key = (str(m.get("namespace", "")), str(m.get("name")))
+        if new is None or kind == "DELETED":
+            self.templates.pop(key, None)
+        else:
+            self.templates[key] = template_from(new)
         self.on_change()
 
     def on_resource_slice(self, kind: str, old: JSON | None, new: JSON | None) -> None:
@@ -189,11 +209,18 @@ class DraCache:
     # -- the core's view ---------------------------------------------------------------------
     def fill(self, snapshot: ClusterSnapshot) -> None:
         """Claims, node-local slices, each claim-using pod's DRA GPUs and each node's DRA GPUs (added to
-        its `nvidia.com/gpu`, as the core counts DRA GPUs as whole GPUs) into the snapshot."""
-        if not self.claims and not self.slices:
+        its `nvidia.com/gpu`, as the core counts DRA GPUs as whole GPUs) into the snapshot. A pod's
+        template claim not made yet enters as a claim no pod can use (`unusable` says why)."""
+        users = [p for p in snapshot.pods if p.resource_claims]
+        if not self.claims and not self.slices and not users:
             return
         claims: dict[tuple[str, str], ResourceClaim] = {
             key: c.to_model(self.eligible(c)) for key, c in self.claims.items()}
+        for p in users:
+            for name in p.resource_claims:
+                awaited = parse_awaited_claim(name)
+                if awaited is not None:
+                    claims[(p.namespace, name)] = self._awaited(p.namespace, name, *awaited)
         snapshot.resource_claims = claims
         snapshot.resource_slices = [ResourceSlice(sl.name, sl.node, sl.driver, tuple(d.name for d in sl.devices),
                                                   sl.pool) for sl in self.pools() if sl.node]
@@ -203,6 +230,17 @@ class DraCache:
                           if gpus.get(n.name) else n for n in snapshot.nodes]
         snapshot.pods = [dataclasses.replace(p, dra_gpus=pod_dra_gpus(p.namespace, p.resource_claims, claims))
                          if p.resource_claims else p for p in snapshot.pods]
+
+    def _awaited(self, namespace: str, name: str, entry: str, template: str) -> ResourceClaim:
+        """The claim a pod waits for the resource-claim controller to make from `template`: it asks what
+        the template asks (so the pod's GPUs are known), and no pod can use it yet."""
+        tpl = self.templates.get((namespace, template))
+        if tpl is None:
+            return ResourceClaim(name, namespace, "", count=0, from_template=True, unusable=(
+                f"resource claim template {namespace}/{template} (pod claim {entry!r}) not found"))
+        return dataclasses.replace(tpl.to_model(None), name=name, from_template=True, unusable=(
+            f"waiting for the resource claim of pod claim {entry!r} to be made from template "
+            f"{namespace}/{template} (by kube-controller-manager's resource-claim controller)"))
 
 
 def _allocation_selector(node: str, slices: list[Slice]) -> JSON | None:

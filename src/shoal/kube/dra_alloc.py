@@ -19,7 +19,13 @@ from collections.abc import Callable
 from shoal.framework.decisions import Bind
 from shoal.kai.dra import CLAIM_FINALIZER, Claim, allocation_config
 from shoal.kai.objects import JSON
-from shoal.kube.client import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
+from shoal.kube.client import (
+    DEVICE_CLASSES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    KubeClient,
+)
 from shoal.kube.dra import AllocationError, DraCache, node_selector_matches
 from shoal.kube.informer import ErrorHandler, Informer
 
@@ -80,4 +86,5 @@ def dra_informers(client: KubeClient, dra: DraCache,
     return [Informer(client, res, handler, optional=True, on_error=on_error(kind)) for res, kind, handler in (
         (DEVICE_CLASSES, "DeviceClass", dra.on_device_class),
         (RESOURCE_SLICES, "ResourceSlice", dra.on_resource_slice),
-        (RESOURCE_CLAIMS, "ResourceClaim", dra.on_resource_claim))]
+        (RESOURCE_CLAIMS, "ResourceClaim", dra.on_resource_claim),
+        (RESOURCE_CLAIM_TEMPLATES, "ResourceClaimTemplate", dra.on_resource_claim_template))]

@@ -35,6 +35,9 @@ class ResourceClaim:
     allocated: tuple[str, ...] = ()
     #: The devices ("pool/device") its class and request selectors accept; None = any device.
     eligible: tuple[str, ...] | None = None
+    #: Why no pod can use the claim yet ("" = it can): e.g. the adapter still waits for the claim
+    #: to be made from the pod's ResourceClaimTemplate (the counts above are then the template's).
+    unusable: str = ""
 
     @property
     def gpus(self) -> int:
