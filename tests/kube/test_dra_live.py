@@ -224,3 +224,51 @@ def test_a_pod_waits_for_its_template_claim_saying_so_then_binds_once_it_is_made
     assert [(b.name, b.node) for b in run_cycle(snap).decisions.binds] in ([("p", "n1")], [("p", "n2")])
     dra.on_resource_claim_template("DELETED", None, {"metadata": {"name": "two", "namespace": "ns"}})
     assert not dra.templates
+
+
+async def test_a_failed_bind_unreserves_and_deallocates_its_claims() -> None:
+    api, cache, dra, applier = world(claim("c1"), claim("c2"))
+    cache.on_pod("ADDED", None, dra_pod("a", "c1"))
+    api.fail("POST", "/binding", 500)
+    stats = ApplyStats()
+    await applier.apply_placements([Bind("uid-a", "a", "ns", "pod:uid-a", "n1")], [], stats)
+    assert stats.bind_failed == 1
+    kinds = [(c.method, c.path.rsplit("/", 1)[-1]) for c in api.calls if "/binding" in c.path or "claims" in c.path]
+    # finalizer, allocation + reservation, the failed binding, then un-reserve and the finalizer removed
+    assert kinds == [("PATCH", "c1"), ("PATCH", "status"), ("POST", "binding"), ("PATCH", "status"), ("PATCH", "c1")]
+    obj = api.objects[f"{CLAIMS}/c1"]
+    assert "allocation" not in obj["status"] and "reservedFor" not in obj["status"]
+    assert CLAIM_FINALIZER not in (obj["metadata"].get("finalizers") or [])
+    snap = cache.snapshot()
+    dra.fill(snap)  # the cache took the answers: the next cycle sees the claim free, any node allowed
+    assert snap.resource_claims[("ns", "c1")].allocated == () and snap.resource_claims[("ns", "c1")].reserved_for == 0
+    assert run_cycle(snap).decisions.binds
+
+    # A pod with two claims whose second cannot be allocated: the first is undone too.
+    bad = dra_pod("b", "c2")
+    bad["spec"]["resourceClaims"].insert(0, {"name": "one", "resourceClaimName": "c1"})
+    cache.on_pod("ADDED", None, bad)
+    api.fail("PATCH", "c2/status", 409)
+    await applier.apply_placements([Bind("uid-b", "b", "ns", "pod:uid-b", "n2")], [], stats)
+    assert stats.bind_failed == 2 and not api.sent("POST", "/binding")[1:]
+    assert "allocation" not in api.objects[f"{CLAIMS}/c1"]["status"]
+    assert not dra.claims[("ns", "c1")].allocated and not dra.claims[("ns", "c2")].allocated
+
+
+async def test_a_failed_bind_keeps_a_shared_claim_for_its_other_pods_and_a_conflict_keeps_all() -> None:
+    api, cache, _, applier = world(claim("team"))
+    for n in ("a", "b", "c"):
+        cache.on_pod("ADDED", None, dra_pod(n, "team"))
+    stats = ApplyStats()
+    await applier.apply_placements([Bind("uid-a", "a", "ns", "ns/pg", "n1")], [], stats)
+    api.fail("POST", "/binding", 500)
+    await applier.apply_placements([Bind("uid-b", "b", "ns", "ns/pg", "n1")], [], stats)
+    obj = api.objects[f"{CLAIMS}/team"]
+    assert [r["name"] for r in obj["status"]["reservedFor"]] == ["a"]  # b dropped, a kept
+    assert len(obj["status"]["allocation"]["devices"]["results"]) == 1
+    assert CLAIM_FINALIZER in obj["metadata"]["finalizers"]
+    # 409 on the binding: the pod is bound already (an answer lost); its reservation stays.
+    api.fail("POST", "/binding", 409)
+    await applier.apply_placements([Bind("uid-c", "c", "ns", "ns/pg", "n1")], [], stats)
+    assert stats.bind_failed == 2 and stats.bound == 1
+    assert [r["name"] for r in api.objects[f"{CLAIMS}/team"]["status"]["reservedFor"]] == ["a", "c"]

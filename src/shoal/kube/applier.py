@@ -135,18 +135,23 @@ class Applier:
         await self._bind_now(b, stats, sem, True)
 
     async def _bind_now(self, b: Bind, stats: ApplyStats, sem: asyncio.Semaphore, label: bool) -> bool:
-        """Volumes, then the binding (with the GPU group record first when `label`); True if bound."""
+        """Volumes, then the binding (with the GPU group record first when `label`); True if bound. A
+        failure after the pod's DRA claims were reserved un-reserves them (kube-scheduler's Unreserve)."""
+        binding = False
         async with sem:
             try:
                 if b.gpu_groups and label:
                     await self.client.patch(PODS, b.name, sharing_patch(b), b.namespace)
                 await self._bind_volumes(b, b.namespace)
                 await self._prepare_claims(b)
+                binding = True
                 await self.client.bind(b.namespace, b.name, b.pod, b.node)
             except ApiError as e:
                 stats.bind_failed += 1
                 self.cache.forget(b.pod)
                 logger.warning("bind %s/%s -> %s failed: %s", b.namespace, b.name, b.node, e)
+                # A conflicting binding: the pod is bound already (an earlier answer lost), claims and all.
+                await self._unreserve_claims(b, keep=binding and e.code == 409)
                 if e.code != 404:
                     await self._event_quietly("Pod", b.namespace, b.name, b.pod, "FailedBinding",
                                               f"binding to {b.node} failed: {e.message}", warning=True)
@@ -154,6 +159,7 @@ class Applier:
             except AllocationError as e:
                 stats.bind_failed += 1
                 self.cache.forget(b.pod)
+                await self._unreserve_claims(b)
                 await self._event_quietly("Pod", b.namespace, b.name, b.pod, "FailedBinding",
                                           f"resource claims on {b.node}: {e}", warning=True)
                 return False
@@ -161,6 +167,7 @@ class Applier:
                 stats.bind_failed += 1
                 self.cache.forget(b.pod)
                 logger.warning("bind %s/%s -> %s failed: %r", b.namespace, b.name, b.node, e)
+                await self._unreserve_claims(b)
                 return False
         stats.bound += 1
         self.written.pop(b.pod, None)
@@ -172,6 +179,11 @@ class Applier:
         pod = self.cache.pods.get(b.pod)
         if self.dra is not None and pod is not None and pod.resource_claims:
             await self.dra.prepare(b, pod.resource_claims)
+
+    async def _unreserve_claims(self, b: Bind, keep: bool = False) -> None:
+        pod = self.cache.pods.get(b.pod)
+        if self.dra is not None and pod is not None and pod.resource_claims and not keep:
+            await self.dra.unreserve(b, pod.resource_claims)
 
     async def _bind_volumes(self, b: Bind, namespace: str) -> None:
         """Before the pod: pre-bind each chosen static PV to its claim (the PV controller then

@@ -9,11 +9,16 @@ cache at once, so the next allocation sees the devices taken. Allocations are se
 two binds never pick the same device. Release is the resource-claim controller's (kube-controller-
 manager): it drops reservedFor entries of pods that are gone and, with the finalizer, the allocation
 once no pod is left.
+
+A bind that fails after `prepare` is undone by `unreserve` (kube-scheduler's Unreserve): the pod
+leaves each claim's `reservedFor`, and a claim nobody else reserves is deallocated (allocation and
+finalizer removed) at once, so the next cycle may choose any node for the pod.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 from shoal.framework.decisions import Bind
@@ -24,10 +29,13 @@ from shoal.kube.client import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    ApiError,
     KubeClient,
 )
 from shoal.kube.dra import AllocationError, DraCache, node_selector_matches
 from shoal.kube.informer import ErrorHandler, Informer
+
+logger = logging.getLogger(__name__)
 
 
 class DraAllocator:
@@ -73,6 +81,44 @@ class DraAllocator:
         answer = await self.client.patch(RESOURCE_CLAIMS, claim.name, {
             "metadata": {"resourceVersion": claim.resource_version}, "status": status}, claim.namespace, sub="status")
         self.dra.on_resource_claim("MODIFIED", None, answer)
+
+    async def unreserve(self, b: Bind, claim_names: tuple[str, ...]) -> None:
+        """Undo `prepare` for a pod whose bind failed: each claim reserved for it no longer is, and one
+        nobody else reserves is deallocated. A failure is logged, not raised: the resource-claim
+        controller drops the entries of pods that are gone, and the claim's allocation with them."""
+        async with self.lock:
+            for name in dict.fromkeys(claim_names):
+                try:
+                    await self._unreserve_claim(b, name)
+                except Exception as e:  # the controller is the backstop
+                    logger.warning("un-reserving claim %s/%s of pod %s failed: %r", b.namespace, name, b.name, e)
+
+    async def _unreserve_claim(self, b: Bind, name: str) -> None:
+        for attempt in range(2):  # a stale resourceVersion: read the claim again, once
+            claim = self.dra.claims.get((b.namespace, name))
+            if claim is None or b.pod not in claim.reserved_uids:
+                return
+            try:
+                await self._unreserve(b, claim)
+                return
+            except ApiError as e:
+                if e.code != 409 or attempt:
+                    raise
+            self.dra.on_resource_claim("MODIFIED", None, await self.client.get(RESOURCE_CLAIMS, name, b.namespace))
+
+    async def _unreserve(self, b: Bind, claim: Claim) -> None:
+        others = [r for r in self._reserved(claim) if r["uid"] != b.pod]
+        # Merge patch: null removes a field; a claim reserved for nobody must not stay allocated.
+        status: JSON = {"reservedFor": others} if others else {"reservedFor": None, "allocation": None}
+        answer = await self.client.patch(RESOURCE_CLAIMS, claim.name, {
+            "metadata": {"resourceVersion": claim.resource_version}, "status": status}, claim.namespace, sub="status")
+        self.dra.on_resource_claim("MODIFIED", None, answer)
+        if not others and CLAIM_FINALIZER in claim.finalizers:
+            claim = self.dra.claims[(claim.namespace, claim.name)]
+            kept = [f for f in claim.finalizers if f != CLAIM_FINALIZER]
+            answer = await self.client.patch(RESOURCE_CLAIMS, claim.name, {"metadata": {
+                "resourceVersion": claim.resource_version, "finalizers": kept or None}}, claim.namespace)
+            self.dra.on_resource_claim("MODIFIED", None, answer)
 
     def _reserved(self, claim: Claim) -> list[JSON]:
         """The claim's reservedFor as it stands (merge patch replaces the list)."""
