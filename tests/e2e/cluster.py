@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx2
 import pytest
 from lightkube import ApiError, Client, KubeConfig, codecs
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
@@ -73,6 +74,43 @@ class Cluster:
         """A sync lightkube client as ``admin`` (system:masters) or ``scheduler`` (deploy/rbac.yaml)."""
         path = self.admin_kubeconfig if who == "admin" else self.scheduler_kubeconfig
         return Client(config=KubeConfig.from_file(path), field_manager="shoal-e2e")
+
+    def restart(self, process: str, signal: str = "KILL") -> float:
+        """Stop ``process`` (etcd, kube-apiserver, ...) with ``signal`` and start it again with the same
+        ports and data dir; return the seconds until it served again (the API server: RBAC included)."""
+        t0 = time.monotonic()
+        res = subprocess.run([str(SCRIPT), "restart", str(self.dir), process, signal], capture_output=True,
+                             text=True, timeout=180)
+        assert res.returncode == 0, f"restart {process} failed:\n{res.stderr[-3000:]}"
+        eventually(self._serving, 60, what=f"the API server serving pods and nodes after restarting {process}")
+        return time.monotonic() - t0
+
+    def _serving(self) -> bool:
+        """Pods and nodes can be listed: the API server's watch caches are initialised again (until
+        then it answers 429 "storage is (re)initializing")."""
+        client = self.client()
+        try:
+            list(client.list(Pod, namespace="*", chunk_size=1))
+            list(client.list(Node, chunk_size=1))
+        except ApiError as e:
+            if e.status.code in (429, 500, 503, 504):
+                return False
+            raise
+        except httpx2.HTTPError:
+            return False
+        finally:
+            client.close()
+        return True
+
+    def expire_watches(self) -> int:
+        """Force every watch to end in 410 Gone: compact etcd to its current revision, then restart
+        etcd. Compaction alone ends no open watch; the API server's watch of etcd, resumed after the
+        restart from a compacted revision, is refused, so its watch cache re-lists and every client
+        watch resumed from an older resourceVersion is answered 410 Gone. Returns the revision."""
+        res = subprocess.run([str(SCRIPT), "compact", str(self.dir)], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, f"compact failed:\n{res.stderr[-3000:]}"
+        self.restart("etcd")
+        return int(res.stdout.strip())
 
 
 def _in_ci() -> bool:

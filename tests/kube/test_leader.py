@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from shoal.kube.leader import LeaderElector
 
 from .fake_api import FakeApi
@@ -73,3 +76,40 @@ async def test_release_hands_the_lease_back() -> None:
     await a.release()
     assert holder(api) == "" and not a.is_leader and changes == [True, False]
     assert await elector(api, "b", clock).try_acquire_or_renew()  # no waiting for expiry
+
+
+class HangingApi(FakeApi):
+    """An API server that stops answering (as one shutting down does) once `hang` is set."""
+
+    hang = False
+
+    async def request(self, method: str, path: str, **kw: object) -> dict[str, object]:
+        if self.hang:
+            await asyncio.Event().wait()
+        return await super().request(method, path, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_leader_whose_renewal_hangs_steps_down_before_the_lease_expires() -> None:
+    api = HangingApi()
+    a = LeaderElector(api, "shoal", "sys", "a", lease_seconds=0.4, renew_seconds=0.1)
+    await a.step()
+    assert a.is_leader
+    api.hang = True
+    t0 = time.monotonic()
+    await a.step()  # cut off at the renew deadline, not left waiting for an answer
+    assert not a.is_leader
+    assert time.monotonic() - t0 <= a.renew_deadline + 0.1 < a.lease_seconds + 0.1
+
+
+async def test_a_failed_renewal_within_the_deadline_keeps_the_lead() -> None:
+    api, clock = FakeApi(), Clock()
+    a = LeaderElector(api, "shoal", "sys", "a", lease_seconds=10.0, renew_seconds=2.0, clock=clock)
+    await a.step()
+    api.fail("GET", "/leases/shoal", 500)
+    clock.t = 7.9
+    await a.step()
+    assert a.is_leader  # 7.9 s < the 8 s renew deadline
+    api.fail("GET", "/leases/shoal", 500)
+    clock.t = 8.0
+    await a.step()
+    assert not a.is_leader

@@ -3,8 +3,9 @@
 Contract: `run()` loops forever. A candidate takes the lease when it is free, released, or its
 holder has not renewed it for `lease_seconds` as observed *locally* (like client-go, the
 holder's clock is never trusted); every write is guarded by the lease's resourceVersion, so two
-candidates never both win. The leader renews every `renew_seconds`; if it cannot renew before
-`lease_seconds` pass it steps down (`is_leader` false). With the defaults (10 s lease, 2 s retry)
+candidates never both win. The leader renews every `renew_seconds`; if it cannot renew within its
+renew deadline (`lease_seconds - renew_seconds`; a hanging request is cut off there) it steps down
+(`is_leader` false) before another instance may take the lease. With the defaults (10 s lease, 2 s retry)
 a dead leader is replaced within ~12 s. `release()` hands the lease back on a clean shutdown.
 """
 
@@ -46,21 +47,38 @@ class LeaderElector:
 
     async def run(self) -> None:
         while True:
-            try:
-                ok = await self.try_acquire_or_renew()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                logger.warning("lease %s/%s: %r", self.namespace, self.name, e)
-                ok = False
-            if ok:
-                self._renewed_at = self.clock()
-                self._set(True)
-            elif self.is_leader and self.clock() - self._renewed_at >= self.lease_seconds:
-                self._set(False)
-            elif not ok and self.is_leader:
-                pass  # keep leading until the lease would have expired
+            await self.step()
             await asyncio.sleep(self.renew_seconds)
+
+    @property
+    def renew_deadline(self) -> float:
+        """Seconds a leader may go without renewing before it steps down: one retry period less
+        than the lease, so it has stopped before any other instance can see the lease expire."""
+        return max(self.lease_seconds - self.renew_seconds, self.lease_seconds / 2)
+
+    async def step(self) -> None:
+        """One round of `run`: acquire or renew, bounded in time, then step down if need be.
+
+        A leader's request may hang (an API server shutting down answers nothing); unbounded, the
+        leader would go on scheduling after the lease expired and another instance took it. So a
+        leader's attempt is cut off at its renew deadline, and a candidate's after `lease_seconds`.
+        """
+        if self.is_leader:
+            timeout = max(0.05, self._renewed_at + self.renew_deadline - self.clock())
+        else:
+            timeout = self.lease_seconds
+        try:
+            ok = await asyncio.wait_for(self.try_acquire_or_renew(), timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # TimeoutError included
+            logger.warning("lease %s/%s: %r", self.namespace, self.name, e)
+            ok = False
+        if ok:
+            self._renewed_at = self.clock()
+            self._set(True)
+        elif self.is_leader and self.clock() - self._renewed_at >= self.renew_deadline:
+            self._set(False)  # until then, keep leading: the lease is still ours
 
     def _set(self, leader: bool) -> None:
         if leader != self.is_leader:
