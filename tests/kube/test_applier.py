@@ -79,7 +79,26 @@ async def test_a_refused_eviction_stops_its_victim_set(world: tuple[FakeApi, Clu
     assert evicted == ["a", "c"]  # b was in a's set; c belongs to another preemptor
     assert (stats.evicted, stats.evict_refused) == (1, 1)
     reasons = sorted(c.body["reason"] for c in api.sent("POST", "/events"))
-    assert reasons == ["Evicted", "EvictionRefused"]
+    assert reasons == ["Evicting", "Evicting", "EvictionRefused"]  # a (refused) and c each got their reason
+
+
+async def test_an_eviction_is_preceded_by_its_reason_event(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    """A scheduler killed between the two requests must not leave an eviction without a reason."""
+    api, _, applier = world
+    await applier.apply(Decisions(evictions=[evict("a")]))
+    order = [(c.method, c.path.rsplit("/", 1)[-1]) for c in api.calls if c.method == "POST"]
+    assert order == [("POST", "events"), ("POST", "eviction")]
+    (ev,) = api.sent("POST", "/events")
+    assert ev.body["reason"] == "Evicting" and ev.body["involvedObject"]["uid"] == "uid-a"
+
+
+async def test_no_eviction_without_its_reason_event(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    api, _, applier = world
+    api.fail("POST", "/events", 503)
+    stats = await applier.apply(Decisions(evictions=[evict("a"), evict("b")]))
+    assert api.sent("POST", "/eviction") == [] and stats.evicted == 0  # the set waits for a later cycle
+    stats = await applier.apply(Decisions(evictions=[evict("a"), evict("b")]))
+    assert len(api.sent("POST", "/eviction")) == 2 and stats.evicted == 2
 
 
 async def test_an_eviction_is_sent_once(world: tuple[FakeApi, ClusterCache, Applier]) -> None:

@@ -202,11 +202,20 @@ class Applier:
 
     # -- eviction ----------------------------------------------------------------------------
     async def _evict_set(self, victims: list[Evict], stats: ApplyStats, sem: asyncio.Semaphore) -> None:
-        """Evict a victim set in order; the first refusal stops the set (the preemptor waits)."""
+        """Evict a victim set in order; the first refusal stops the set (the preemptor waits).
+
+        Each victim's reason event (`Evicting`) is written before its eviction, so a scheduler
+        killed between the two never leaves an eviction without its reason; if the event cannot be
+        written the set waits for a later cycle."""
         for v in victims:
             if v.pod in self.evicting or v.pod not in self.cache.pods:
                 continue
             async with sem:
+                if not await self._event_quietly("Pod", v.namespace, v.name, v.pod, "Evicting",
+                                                 f"{v.action}: {v.reason}", warning=False):
+                    logger.warning("eviction of %s/%s postponed: its reason event could not be written",
+                                   v.namespace, v.name)
+                    return
                 try:
                     await self.client.evict(v.namespace, v.name, v.pod)
                 except ApiError as e:
@@ -225,8 +234,6 @@ class Applier:
             stats.evicted += 1
             if self.metrics is not None:
                 self.metrics.pod_evicted(v.action)
-            await self._event_quietly("Pod", v.namespace, v.name, v.pod, "Evicted",
-                                      f"{v.action}: {v.reason}", warning=False)
 
     # -- explanations ------------------------------------------------------------------------
     async def _explain(self, explanations: dict[str, GangExplanation], stats: ApplyStats,
@@ -351,8 +358,8 @@ class Applier:
         await self._event_quietly(p.kind, p.namespace, p.name, p.uid, "InvalidSpec", message, warning=True)
 
     async def _event_quietly(self, kind: str, namespace: str, name: str, uid: str, reason: str, message: str,
-                             *, warning: bool) -> None:
-        """Record a core/v1 Event; failures are logged, never raised (events are best effort)."""
+                             *, warning: bool) -> bool:
+        """Record a core/v1 Event; True once written. Failures are logged, never raised."""
         ns = namespace or "default"
         now = rfc3339()
         api = {"Pod": "v1", "Queue": QUEUE_API, "PodGroup": PODGROUP_API, "Topology": TOPOLOGY_API}.get(kind, "v1")
@@ -367,6 +374,8 @@ class Applier:
             await self.client.create(EVENTS, ev, ns)
         except Exception as e:
             logger.debug("event %s on %s/%s: %r", reason, namespace, name, e)
+            return False
+        return True
 
 
 def _victim_sets(evictions: list[Evict]) -> list[list[Evict]]:
