@@ -10,10 +10,12 @@ through window and half-life, so the live run scales time down 480 times: window
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lightkube.resources.coordination_v1 import Lease
 
 from .cluster import KEnv
 from .oscillation import Oscillation, held, queue_tree, shares, summary
@@ -73,3 +75,64 @@ def test_without_time_based_fair_share_one_queue_holds_the_node(kenv: KEnv, shoa
     holders = [who for who, _ in held(runs)]
     assert len(holders) == 1 and holders[0] in osc.queues, summary(runs)
     assert runs[-1][0] == holders[0] and runs[-1][1] >= TURN, summary(runs)
+
+
+#: The failover run: a longer window (64 s: whole turns of 60 s) so that a leader killed early in a
+#: turn is replaced (~12 s: a 10 s lease) well before the turn would end.
+FO_WINDOW = 64.0
+FO_TURN = FO_WINDOW * 240 / 256
+
+
+def _holder(kenv: KEnv, lease: str) -> str | None:
+    return kenv.client.get(Lease, lease, namespace="shoal-system").spec.holderIdentity
+
+
+def _step_until(osc: Oscillation, done: Any, timeout: float, what: str) -> float:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if done(osc.step()):
+            return osc.samples[-1][0]
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {summary(osc.turns())}")
+
+
+def test_a_new_leader_carries_on_the_turn_in_progress(kenv: KEnv, shoal_runner: Any, tmp_path: Path) -> None:
+    """Two instances on one lease, usage persisted every second; the leader is SIGKILLed 4 s into
+    the first whole turn. The standby takes over with the persisted usage, so that turn lasts as
+    long as a whole turn (from scratch the holder would have used all of a fresh window and lose
+    the node within a cycle or two of the takeover), and the other queue then gets its turn."""
+    (node,) = kenv.add_gpu_nodes(1, gpus=16)
+    kenv.wait_nodes_ready([node])
+    suffix = kenv.node_prefix[-6:]
+    queues = queue_tree(kenv, suffix)
+    name, lease = f"shoal-{suffix}", f"lease-shoal-{suffix}"
+    path = tmp_path / "fairshare.yaml"
+    path.write_text(f"usageDBConfig:\n  usageParams: {{windowSize: {FO_WINDOW:g}s, "
+                    f"halfLifePeriod: {FO_WINDOW / 2:g}s, windowType: sliding}}\n")
+    procs = {ident: shoal_runner(name, "--config", str(path), "--period", "0.25s", "--usage-persist-period", "1s",
+                                 "--leader-elect", "--lease-name", lease, "--identity", ident)
+             for ident in ("a", "b")}
+    osc = Oscillation(kenv, name, queues)
+    osc.first_bind()
+    first = osc.samples[-1][1]
+    began = _step_until(osc, lambda h: h not in ("-", first), FO_WINDOW, "the first whole turn")
+    holder_queue = osc.samples[-1][1]
+    _step_until(osc, lambda h: osc.samples[-1][0] - began >= 4.0, 10, "4 s into the turn")
+    leader = _holder(kenv, lease)
+    assert leader in procs
+    procs[leader].kill()
+    killed = osc.samples[-1][0]
+    survivor = next(i for i in procs if i != leader)
+    took_over = _step_until(osc, lambda h: _holder(kenv, lease) == survivor, 30, "the standby taking the lease")
+    ended = _step_until(osc, lambda h: h not in ("-", holder_queue), 2 * FO_TURN, "the turn's end")
+    other = osc.samples[-1][1]
+    _step_until(osc, lambda h: osc.samples[-1][0] - ended >= 5.0, 10, "5 s of the other queue's turn")
+    runs = held(osc.turns(since=began))
+    print(f"\nfailover (window {FO_WINDOW:g}s): killed {killed - began:.1f}s into the turn, lease taken "
+          f"{took_over - killed:.1f}s later, turn ended {ended - took_over:.1f}s after that, "
+          f"{ended - began:.1f}s in all; then: {summary(runs)}")
+    assert took_over < ended, "the turn ended before the standby led: nothing tested"
+    assert 0.8 * FO_TURN <= ended - began <= 1.25 * FO_TURN, summary(runs)
+    assert ended - took_over >= 0.25 * FO_TURN, "the new leader reset the turn in progress"
+    assert runs[0][0] == holder_queue and len(runs) == 2 and runs[1][0] == other != holder_queue, summary(runs)
+    assert "usage history taken over" in procs[survivor].tail(10**6)
