@@ -45,7 +45,7 @@ from shoal.kube.client import (
 )
 from shoal.kube.dra import AllocationError
 from shoal.kube.dra_alloc import DraAllocator
-from shoal.kube.gpusharing.binder import sharing_patch
+from shoal.kube.gpusharing.binder import failpoint, sharing_patch
 from shoal.kube.metrics import SchedulerMetrics
 from shoal.model.volumes import SELECTED_NODE_ANNOTATION
 
@@ -230,6 +230,7 @@ class Applier:
                 except Exception as e:
                     logger.warning("eviction of %s/%s failed: %r", v.namespace, v.name, e)
                     return
+            failpoint("evicted")  # the chaos tests crash here: a victim set evicted only in part
             self.evicting.add(v.pod)
             stats.evicted += 1
             if self.metrics is not None:

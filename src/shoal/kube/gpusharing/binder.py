@@ -69,7 +69,8 @@ def sharing_patch(b: Bind, current_labels: dict[str, str] | None = None) -> JSON
 
 def failpoint(step: str) -> None:
     """Crash here (exit 17, no clean-up) when $SHOAL_FAILPOINT names this step: the e2e restart
-    tests stop the scheduler between reservation and bind (`reserved`) and right after a bind (`bound`)."""
+    tests stop the scheduler between reservation and bind (`reserved`) and right after a bind (`bound`),
+    the chaos tests right after a reclaim's first eviction (`evicted`, kube/applier.py)."""
     if os.environ.get("SHOAL_FAILPOINT") == step:
         logger.error("failpoint %s: exiting", step)
         os._exit(17)
