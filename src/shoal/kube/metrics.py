@@ -32,6 +32,9 @@ class SchedulerMetrics:
         self.cycle_latency = Histogram("shoal_cycle_latency_seconds", "Scheduling cycle latency (snapshot to "
                                        "decisions)", registry=r,
                                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+        self.snapshot_latency = Histogram("shoal_snapshot_latency_seconds", "Time to build a cycle's snapshot "
+                                          "from the cache (part of the cycle latency)", registry=r,
+                                          buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
         self.apply_latency = Histogram("shoal_apply_latency_seconds", "Time to apply one cycle's decisions",
                                        registry=r, buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30))
         self.cycles = Counter("shoal_cycles", "Scheduling cycles run", registry=r)

@@ -54,6 +54,7 @@ from shoal.kube.informer import Handler, Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
 from shoal.kube.other_pods import OTHER_JOB
+from shoal.kube.queue_status import queue_status
 from shoal.kube.shard import Shard
 from shoal.kube.usage_feed import UsageFeed, usage_params
 from shoal.kube.visibility import VisibilityOptions, VisibilityService
@@ -285,9 +286,10 @@ class SchedulerService:
     async def cycle(self) -> None:
         """One cycle: snapshot, then the actions one by one in a worker thread; each action's binds and
         evictions are sent while the next action runs (KAI also binds at each statement commit)."""
+        t0 = time.perf_counter()  # the cycle's latency includes building its snapshot
         snapshot = self.opts.shard.narrow(self.cache.snapshot())
         self.dra.fill(snapshot)
-        t0 = time.perf_counter()
+        self.metrics.snapshot_latency.observe(time.perf_counter() - t0)
         config, mix_feed, usage = self.opts.config, self.mix_feed, self.usage  # a reload applies next cycle
         if usage is not None:
             if not self._usage_loaded and self._leading():
@@ -360,15 +362,7 @@ class SchedulerService:
         for name, q in ssn.queues.items():
             if name not in self.cache.queue_objs:
                 continue
-            status = {
-                "allocated": _resource_list(q.allocated),
-                "allocatedNonPreemptible": _resource_list(q.allocated_np),
-                "requested": _resource_list(q.request),
-                "fairShare": _resource_list(q.fair_share),
-                "childQueues": sorted(c.name for c in q.children),
-            }
-            if ssn.snapshot.usage:  # time-based fair share: the decayed usage share per resource
-                status["usage"] = {r: round(float(q.usage[i]), 4) for i, r in enumerate(("gpu", "cpu", "memory"))}
+            status = queue_status(q, bool(ssn.snapshot.usage))
             if self._queue_status.get(name) == status:
                 continue
             try:
@@ -384,16 +378,3 @@ class SchedulerService:
                                 if k in live or k.startswith("problem:")}
         self.applier.evicting &= set(self.cache.pods)
 
-
-def _resource_list(v: object) -> dict[str, str]:
-    """A queue 3-vector (GPU milli, CPU milli, memory bytes) as Kubernetes quantities."""
-    import numpy as np
-
-    arr = np.asarray(v, dtype=float)
-
-    def q(x: float, milli: bool) -> str:
-        if not np.isfinite(x) or x < 0:
-            return "0"
-        return f"{round(x)}m" if milli else str(round(x))
-
-    return {"nvidia.com/gpu": q(arr[0], True), "cpu": q(arr[1], True), "memory": q(arr[2], False)}
