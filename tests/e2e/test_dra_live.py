@@ -16,7 +16,16 @@ import pytest
 from lightkube.resources.core_v1 import Pod
 
 from .cluster import KEnv
-from .dra_fixtures import claims_by_pod, devices_of, dra_pod, gpu_driver, pod_group, request, template
+from .dra_fixtures import (
+    ResourceSlice,
+    claims_by_pod,
+    devices_of,
+    dra_pod,
+    gpu_driver,
+    pod_group,
+    request,
+    template,
+)
 from .scheduler_fixtures import (  # noqa: F401
     ensure_queue,
     pod_state,
@@ -26,6 +35,7 @@ from .scheduler_fixtures import (  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 BIG = 'device.capacity[device.driver].memory.compareTo(quantity("80Gi")) >= 0'
+HUGE = 'device.capacity[device.driver].memory.compareTo(quantity("100Gi")) >= 0'
 
 
 def test_dra_claim_allocated_before_bind_and_gang_that_cannot_fit_waits(kenv: KEnv, shoal_runner: Any) -> None:
@@ -98,3 +108,34 @@ def test_a_pod_whose_template_does_not_exist_yet_waits_saying_so_then_binds(kenv
         # The resource-claim controller retries the pod (with back-off) and makes its claim; shoal binds it.
         wait_until(lambda: pod_state(kenv.client, "early", kenv.namespace)[0] == node, 90, "the pod bound")
         assert devices_of(claims_by_pod(kenv)["early"]) == [(node, "gpu-0")]
+
+
+def test_a_claim_only_a_network_attached_device_satisfies_binds_where_it_reaches(
+        kenv: KEnv, shoal_runner: Any) -> None:
+    rack = f"r-{kenv.node_prefix[-6:]}"
+    (plain,) = kenv.add_gpu_nodes(1, gpus=0)
+    (racked,) = kenv.add_gpu_nodes(1, gpus=0, labels={"e2e.shoal.dev/rack": rack})
+    kenv.wait_nodes_ready([plain, racked])
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "e2e.shoal.dev/rack", "operator": "In", "values": [rack]}]}]}
+    with gpu_driver(kenv, {plain: ("80Gi", 1)}) as driver:  # the plain node's own GPU is too small
+        kenv.client.create(ResourceSlice(metadata={"name": rack}, spec={
+            "driver": driver, "nodeSelector": selector, "pool": {"name": rack, "generation": 1,
+                                                                 "resourceSliceCount": 1},
+            "devices": [{"name": "pooled-0", "capacity": {"memory": {"value": "192Gi"}}}]}))
+        try:
+            template(kenv, "huge", request(driver, HUGE))
+            sched = shoal_runner()
+            dra_pod(kenv, "far", sched.scheduler_name, queue, template="huge")
+            try:
+                wait_until(lambda: pod_state(kenv.client, "far", kenv.namespace)[0], 60, "the pod bound")
+            except AssertionError as e:
+                raise AssertionError(f"{e}\nclaims: {claims_by_pod(kenv)}\nlog:\n{sched.tail()}") from None
+            assert pod_state(kenv.client, "far", kenv.namespace)[0] == racked
+            alloc = claims_by_pod(kenv)["far"]["status"]["allocation"]
+            assert devices_of(claims_by_pod(kenv)["far"]) == [(rack, "pooled-0")]
+            assert alloc["nodeSelector"] == selector
+        finally:
+            kenv.client.delete(ResourceSlice, rack)

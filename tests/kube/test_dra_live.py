@@ -272,3 +272,32 @@ async def test_a_failed_bind_keeps_a_shared_claim_for_its_other_pods_and_a_confl
     await applier.apply_placements([Bind("uid-c", "c", "ns", "ns/pg", "n1")], [], stats)
     assert stats.bind_failed == 2 and stats.bound == 1
     assert [r["name"] for r in api.objects[f"{CLAIMS}/team"]["status"]["reservedFor"]] == ["a", "c"]
+
+
+async def test_a_claim_only_a_network_attached_device_satisfies_binds_where_it_reaches() -> None:
+    huge = claim("huge", ('device.capacity["gpu.example.com"].memory >= quantity("200Gi")',))
+    api, cache, dra, applier = world(huge)
+    labelled = node("n2", gpus=0)
+    labelled["metadata"]["labels"] = {"rack": "r1"}
+    cache.on_node("MODIFIED", None, labelled)
+    applier.dra = DraAllocator(api, dra, lambda n: dict(cache.nodes[n].labels))
+    net = gpu_slice("x", "256Gi", n=1)
+    del net["spec"]["nodeName"]
+    net["metadata"]["name"], net["spec"]["pool"]["name"] = "rack", "rack"
+    net["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+    dra.on_resource_slice("ADDED", None, net)
+    cache.on_pod("ADDED", None, dra_pod("p", "huge"))
+    snap = cache.snapshot()
+    dra.fill(snap)
+    model = snap.resource_claims[("ns", "huge")]
+    assert model.eligible == ("rack/gpu-0",) and model.network and model.gpus == 0
+    assert next(p for p in snap.pods if p.name == "p").dra_gpus == 0  # not a GPU of the node
+    assert next(sl for sl in snap.resource_slices if sl.name == "rack").reach == ("n2",)
+    (b,) = run_cycle(snap).decisions.binds
+    assert b.node == "n2"
+    cache.assume(b.pod, b.node, b.gpu_groups)
+    await applier.apply_placements([b], [], ApplyStats())
+    alloc = api.objects[f"{CLAIMS}/huge"]["status"]["allocation"]
+    assert alloc["devices"]["results"][0]["pool"] == "rack"
+    assert alloc["nodeSelector"] == net["spec"]["nodeSelector"]

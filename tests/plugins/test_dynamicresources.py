@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,63 @@ def test_kai_scenario_two_template_claims_one_slice_device() -> None:
     assert [sl.devices for sl in build_snapshot(sc).resource_slices] == [("0",)]
     result = run(sc)
     assert result.outcome == "passed", result.message
+
+
+# -- network-attached devices (a slice's `reach`) ---------------------------------------------
+
+FPGA = "fpga.example.com"
+
+
+def _network(snap: ClusterSnapshot, reach: tuple[str, ...], n: int = 1) -> None:
+    """A network-attached slice of `n` devices (`rack/0`…) reachable from the `reach` nodes."""
+    snap.resource_slices.append(ResourceSlice("rack", "", FPGA, tuple(str(k) for k in range(n)), pool="rack",
+                                              reach=reach))
+
+
+def test_a_claim_only_network_devices_satisfy_goes_where_they_reach() -> None:
+    snap = _device_world({"x": 0, "y": 0}, {"solo": [("c0",)]}, device_class=FPGA)
+    assert _placed(snap) == {}  # no device anywhere
+    _network(snap, ("y",))
+    assert _placed(snap) == {"solo-0": "y"}
+
+
+def test_a_network_device_reaching_two_nodes_counts_once() -> None:
+    snap = _device_world({"x": 0, "y": 0}, {"a": [("c0",)], "b": [("c1",)]}, device_class=FPGA)
+    _network(snap, ("x", "y"))
+    assert len(_placed(snap)) == 1
+    snap.resource_slices = [sl for sl in snap.resource_slices if sl.reach is None]
+    _network(snap, ("x", "y"), n=2)
+    assert sorted(_placed(snap)) == ["a-0", "b-0"]
+
+
+def test_a_node_takes_its_own_devices_first_then_network_ones() -> None:
+    """A gang of three one-device claims: x has two devices of its own and reaches one network device."""
+    snap = _device_world({"x": 2}, {"gang": [("c0",), ("c1",), ("c2",)]}, device_class=FPGA)
+    assert _placed(snap) == {}
+    _network(snap, ("x",))
+    assert _placed(snap) == {"gang-0": "x", "gang-1": "x", "gang-2": "x"}
+
+
+def test_a_claim_allocated_to_a_network_device_holds_it() -> None:
+    snap = _device_world({"x": 0, "y": 0}, {"run": [("c0",)], "new": [("c1",)]}, device_class=FPGA,
+                         allocated={"c0": ("rack/0",)}, running={"run-0": "x"})
+    _network(snap, ("x", "y"))
+    assert _placed(snap) == {}  # the running pod's claim holds the only network device
+    snap.pods = [p for p in snap.pods if p.uid != "run-0"]  # a claim of pods we do not schedule: as allocated
+    assert _placed(snap) == {}
+    snap.resource_claims[(NS, "c0")] = dataclasses.replace(snap.resource_claims[(NS, "c0")], allocated=())
+    assert set(_placed(snap).values()) <= {"x", "y"} and len(_placed(snap)) == 1
+
+
+def test_a_picky_claim_goes_where_a_network_device_it_accepts_is() -> None:
+    snap = _device_world({"x": 2, "y": 0}, {"solo": [("c0",)]}, device_class=FPGA)
+    _network(snap, ("y",))
+    snap.resource_claims[(NS, "c0")] = dataclasses.replace(snap.resource_claims[(NS, "c0")], eligible=("rack/0",))
+    assert _placed(snap) == {"solo-0": "y"}
+    snap.resource_claims[(NS, "c0")] = dataclasses.replace(snap.resource_claims[(NS, "c0")], eligible=("x/0",))
+    assert _placed(snap) == {"solo-0": "x"}
+
+
+def test_a_gpu_claim_only_network_devices_satisfy_counts_no_gpus_of_the_node() -> None:
+    net = ResourceClaim("c", NS, "nvidia.com/gpu", 2, network=True)
+    assert net.gpus == 0 and dataclasses.replace(net, network=False).gpus == 2

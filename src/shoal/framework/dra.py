@@ -72,24 +72,40 @@ def _holds(task: Task) -> bool:
 
 
 class DraDevices:
-    """Node-bound DRA devices (ResourceSlices) and what the claims hold of them, right now.
+    """DRA devices (ResourceSlices) and what the claims hold of them, right now.
 
     A claim holds devices on the node of each consumer that is placed (`count` of them, or its
     allocated devices if they are there); a claim none of whose consumers is placed holds nothing
     (KAI deallocates a claim when its pod is evicted; the pods are recreated pending), unless no pod
     of ours consumes it: then it holds what the snapshot says it is allocated. A pending pod may go
     where each of its claims either is held already (bound there: no new device) or finds enough
-    free devices."""
+    free devices.
+
+    Network-attached devices (a slice's `reach`) count on every node they reach, once: a claim
+    allocated to them holds those very devices; a claim newly held on a node takes the node's own
+    free devices first, then free network-attached ones it reaches (the first in order)."""
 
     def __init__(self, slices: list[ResourceSlice], node_index: dict[str, int], dra: DraState) -> None:
         self.dra = dra
         self.n = len(node_index)
         self.device_row: dict[str, int] = {}
+        #: Network-attached devices: id -> row of `reach`, rows = devices, columns = nodes it reaches.
+        self.net_index: dict[str, int] = {}
+        reach: list[np.ndarray] = []
         for sl in slices:
+            if sl.reach is not None:
+                rows = [node_index[n] for n in sl.reach if n in node_index]
+                for dev in sl.device_ids():
+                    self.net_index[dev] = len(reach)
+                    mask = np.zeros(self.n, dtype=bool)
+                    mask[rows] = True
+                    reach.append(mask)
+                continue
             row = node_index.get(sl.node)
             if row is not None:  # a slice of a node outside the snapshot offers nothing here
                 for dev in sl.device_ids():
                     self.device_row[dev] = row
+        self.reach = np.array(reach, dtype=bool).reshape(len(reach), self.n)
         self.total = np.bincount(np.fromiter(self.device_row.values(), dtype=np.int64),
                                  minlength=self.n).astype(np.int64)
 
@@ -103,15 +119,39 @@ class DraDevices:
             return sorted(set(self._allocated_rows(self.dra.claims[key])))
         return sorted({t.node for t in consumers if t is not besides and _holds(t)})
 
-    def free(self) -> np.ndarray:
-        """Devices per node not held by any claim."""
+    def _usage(self) -> tuple[np.ndarray, np.ndarray]:
+        """Node-local devices taken per node, and which network-attached devices are taken."""
         taken = np.zeros(self.n, dtype=np.int64)
+        net_taken = np.zeros(len(self.net_index), dtype=bool)
+        fresh: list[tuple[int, int]] = []
         for key, claim in self.dra.claims.items():
-            for row in self.held_on(key):
-                # its snapshot allocation if all of it is on this node, else a fresh `count` here
+            net = [self.net_index[d] for d in claim.allocated if d in self.net_index]
+            rows = self.held_on(key)
+            if net and (rows or not self.dra.consumers.get(key)):
+                net_taken[net] = True
+            for row in rows:
+                # its snapshot allocation if all of it is here, else a fresh `count` here
                 own = sum(1 for r in self._allocated_rows(claim) if r == row)
-                taken[row] += own if own and own == len(claim.allocated) else claim.count
-        return self.total - taken
+                if (own or net) and own + len(net) == len(claim.allocated):
+                    taken[row] += own
+                else:
+                    fresh.append((row, claim.count))
+        for row, count in fresh:
+            local = min(count, max(int(self.total[row] - taken[row]), 0)) if len(self.net_index) else count
+            taken[row] += local
+            if count > local:
+                free_here = np.flatnonzero(self.reach[:, row] & ~net_taken)[:count - local]
+                net_taken[free_here] = True
+                taken[row] += count - local - len(free_here)  # none left: the node is over-committed
+        return taken, net_taken
+
+    def free(self) -> np.ndarray:
+        """Devices per node not held by any claim, network-attached ones it reaches included."""
+        return self._free(*self._usage())
+
+    def _free(self, taken: np.ndarray, net_taken: np.ndarray) -> np.ndarray:
+        free: np.ndarray = self.total - taken + self.reach[~net_taken].sum(axis=0, dtype=np.int64)
+        return free
 
     def bound_mask(self, task: Task) -> tuple[np.ndarray, str] | None:
         """Where the task may go for its claims that are held already: only their node(s)."""
@@ -130,13 +170,17 @@ class DraDevices:
         need = sum(self.dra.claims[key].count for key in keys)
         if not need:
             return None
-        mask = self.free() >= need
+        usage = self._usage()
+        mask = self._free(*usage) >= need
         picky = [self.dra.claims[key] for key in keys if self.dra.claims[key].eligible is not None]
         if picky:
-            taken = self._taken()
+            taken, net_taken = self._taken(), usage[1]
             for claim in picky:
-                rows = [self.device_row[d] for d in claim.eligible or () if d in self.device_row and d not in taken]
-                mask &= np.bincount(np.asarray(rows, dtype=np.int64), minlength=self.n)[:self.n] >= claim.count
+                ids = [d for d in claim.eligible or () if d not in taken]
+                rows = [self.device_row[d] for d in ids if d in self.device_row]
+                count = np.bincount(np.asarray(rows, dtype=np.int64), minlength=self.n)[:self.n]
+                net = [self.net_index[d] for d in ids if d in self.net_index and not net_taken[self.net_index[d]]]
+                mask &= count + self.reach[net].sum(axis=0, dtype=np.int64) >= claim.count
             return mask, (f"not enough free DRA devices matching the pod's claims on the node (they need {need})")
         return mask, f"not enough free DRA devices on the node (the pod's claims need {need})"
 

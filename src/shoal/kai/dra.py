@@ -87,16 +87,16 @@ class Claim:
         """Devices the allocation holds exclusively (admin access holds none)."""
         return {(d, p, n) for _, d, p, n, admin in self.results if not admin}
 
-    def to_model(self, eligible: tuple[str, ...] | None) -> ResourceClaim:
+    def to_model(self, eligible: tuple[str, ...] | None, network: bool = False) -> ResourceClaim:
         """The core's view: `count` devices of the first request's class (All counts as one),
-        devices named `pool/device`."""
+        devices named `pool/device`; `network`: only network-attached devices can satisfy it."""
         count = sum(1 if r.all else r.count for r in self.requests if not r.admin_access)
         cls = self.requests[0].device_class if self.requests else ""
         return ResourceClaim(name=self.name, namespace=self.namespace, device_class=cls, count=count,
                              labels=self.labels, reserved_for=len(self.reserved_uids),
                              from_template=self.from_template,
                              allocated=tuple(f"{p}/{n}" for _, _, p, n, admin in self.results if not admin),
-                             eligible=eligible)
+                             eligible=eligible, network=network)
 
 
 def _request_from(raw: JSON) -> DeviceRequest:

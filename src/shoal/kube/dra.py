@@ -8,8 +8,8 @@ that the template does not exist); its GPUs are counted from the template meanwh
 Only the newest generation of each (driver, pool) is used. Devices held by an allocation (every
 claim's `status.allocation`, admin access excepted) are not free; a restarted scheduler lists the
 claims before its first cycle, so it never hands out a device twice. The core sees node-local
-slices only (`nodeName`); network-attached ones (`nodeSelector`, `allNodes`) are offered by
-`choose` at bind time but not counted by the core.
+slices (`nodeName`) and network-attached ones (`nodeSelector`, `allNodes`) with the nodes they
+reach; `choose` takes the node's own devices before network-attached ones.
 """
 
 from __future__ import annotations
@@ -158,16 +158,20 @@ class DraCache:
         return cls is not None and self.selectors.match(cls + req.selectors, sl.driver, dev)
 
     def eligible(self, claim: Claim) -> tuple[str, ...]:
-        """Node-local devices ("pool/device") some (non-admin) request of the claim accepts."""
+        """Devices ("pool/device") some (non-admin) request of the claim accepts."""
         key = (claim.namespace, claim.name)
         stamp = (claim.resource_version, self.devices_generation)
         memo = self._eligible.get(key)
         if memo is not None and memo[0] == stamp:
             return memo[1]
-        out = tuple(sorted({f"{sl.pool}/{dev.name}" for sl in self.pools() if sl.node for dev in sl.devices
+        out = tuple(sorted({f"{sl.pool}/{dev.name}" for sl in self.pools() for dev in sl.devices
                             for req in claim.requests if not req.admin_access and self.matches(req, sl, dev)}))
         self._eligible[key] = (stamp, out)
         return out
+
+    def network_devices(self) -> set[str]:
+        """Network-attached devices ("pool/device")."""
+        return {f"{sl.pool}/{dev.name}" for sl in self.pools() if not sl.node for dev in sl.devices}
 
     def gpus_by_node(self) -> dict[str, int]:
         """Node-local devices a GPU device class (`model.dra.is_gpu_device_class`) accepts, by node."""
@@ -188,6 +192,7 @@ class DraCache:
             raise AllocationError(claim.unsupported)
         reachable = [sl for sl in self.pools() if sl.node == node or sl.all_nodes or
                      (sl.node_selector is not None and node_selector_matches(sl.node_selector, node, labels))]
+        reachable.sort(key=lambda sl: sl.node is None)  # the node's own devices first (as the core counts)
         used = self.in_use()
         picked: list[tuple[DeviceRequest, Slice, Device]] = []
         for req in claim.requests:
@@ -214,22 +219,32 @@ class DraCache:
         users = [p for p in snapshot.pods if p.resource_claims]
         if not self.claims and not self.slices and not users:
             return
-        claims: dict[tuple[str, str], ResourceClaim] = {
-            key: c.to_model(self.eligible(c)) for key, c in self.claims.items()}
+        net = self.network_devices()
+        claims: dict[tuple[str, str], ResourceClaim] = {}
+        for key, c in self.claims.items():
+            eligible = self.eligible(c)
+            claims[key] = c.to_model(eligible, network=bool(eligible) and net.issuperset(eligible))
         for p in users:
             for name in p.resource_claims:
                 awaited = parse_awaited_claim(name)
                 if awaited is not None:
                     claims[(p.namespace, name)] = self._awaited(p.namespace, name, *awaited)
         snapshot.resource_claims = claims
-        snapshot.resource_slices = [ResourceSlice(sl.name, sl.node, sl.driver, tuple(d.name for d in sl.devices),
-                                                  sl.pool) for sl in self.pools() if sl.node]
+        snapshot.resource_slices = [ResourceSlice(sl.name, sl.node or "", sl.driver, tuple(d.name for d in sl.devices),
+                                                  sl.pool, None if sl.node else self._reach(sl, snapshot))
+                                    for sl in self.pools()]
         gpus = self.gpus_by_node()
         snapshot.nodes = [dataclasses.replace(n, allocatable={**n.allocatable,
                                                               GPU: n.allocatable.get(GPU, 0) + gpus[n.name]})
                           if gpus.get(n.name) else n for n in snapshot.nodes]
         snapshot.pods = [dataclasses.replace(p, dra_gpus=pod_dra_gpus(p.namespace, p.resource_claims, claims))
                          if p.resource_claims else p for p in snapshot.pods]
+
+    @staticmethod
+    def _reach(sl: Slice, snapshot: ClusterSnapshot) -> tuple[str, ...]:
+        """The snapshot's nodes a network-attached slice's devices are reachable from."""
+        return tuple(n.name for n in snapshot.nodes if sl.all_nodes or (
+            sl.node_selector is not None and node_selector_matches(sl.node_selector, n.name, n.labels)))
 
     def _awaited(self, namespace: str, name: str, entry: str, template: str) -> ResourceClaim:
         """The claim a pod waits for the resource-claim controller to make from `template`: it asks what

@@ -4,8 +4,9 @@ A `ResourceClaim` asks `count` devices of a device class; a class whose name con
 them GPUs, which count as whole GPUs of the pod for quota, fit and topology (`Pod.dra_gpus`). A
 claim made from a pod's template belongs to that pod; any other claim is shared and must carry the
 job's queue label. `reserved_for` is the number of pods the claim is reserved for already.
-A `ResourceSlice` publishes the devices one driver offers on one node: a claim is satisfied by
-free devices of the node its pod runs on (counted, not chosen: which devices is the binder's).
+A `ResourceSlice` publishes the devices one driver offers on one node, or (network-attached,
+`reach`) to a set of nodes: a claim is satisfied by free devices its pod's node reaches (counted,
+not chosen: which devices is the binder's).
 """
 
 from __future__ import annotations
@@ -38,11 +39,14 @@ class ResourceClaim:
     #: Why no pod can use the claim yet ("" = it can): e.g. the adapter still waits for the claim
     #: to be made from the pod's ResourceClaimTemplate (the counts above are then the template's).
     unusable: str = ""
+    #: Only network-attached devices can satisfy it: they are not GPUs of the pod's node, so the
+    #: claim counts no GPUs (for fit, nor for quota).
+    network: bool = False
 
     @property
     def gpus(self) -> int:
-        """GPUs this claim asks for (0 for a non-GPU device class)."""
-        return self.count if is_gpu_device_class(self.device_class) else 0
+        """GPUs this claim asks for (0 for a non-GPU device class or network-attached devices)."""
+        return self.count if is_gpu_device_class(self.device_class) and not self.network else 0
 
 
 def pod_dra_gpus(namespace: str, claim_names: tuple[str, ...] | list[str],
@@ -58,7 +62,7 @@ def pod_dra_gpus(namespace: str, claim_names: tuple[str, ...] | list[str],
 
 @dataclass(frozen=True, slots=True)
 class ResourceSlice:
-    """Devices a DRA driver publishes on one node (node-bound devices only).
+    """Devices a DRA driver publishes on one node, or network-attached devices (`reach`).
 
     Device classes are taken to select every device (their CEL selectors are not modelled; KAI's
     test fakes create them empty), so any claim may use any device of its pod's node."""
@@ -69,6 +73,9 @@ class ResourceSlice:
     devices: tuple[str, ...]
     #: The resource pool, "" = the node name (a claim's allocation names devices `pool/device`).
     pool: str = ""
+    #: Network-attached devices (`node` is ""): the nodes they are reachable from (a slice's
+    #: `nodeSelector` or `allNodes`, resolved by the adapter); None = on `node`.
+    reach: tuple[str, ...] | None = None
 
     def device_ids(self) -> list[str]:
         """The slice's devices as `pool/device`, the form of a claim's allocation results."""
