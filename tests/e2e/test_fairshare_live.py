@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 from lightkube.resources.coordination_v1 import Lease
 
+from kube.fake_prometheus import FakePrometheus, vector
+
 from .cluster import KEnv
 from .oscillation import Oscillation, held, queue_tree, shares, summary
-from .scheduler_fixtures import shoal_runner  # noqa: F401  (fixture)
+from .scheduler_fixtures import QueueRes, shoal_runner, wait_until  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -136,3 +138,37 @@ def test_a_new_leader_carries_on_the_turn_in_progress(kenv: KEnv, shoal_runner: 
     assert ended - took_over >= 0.25 * FO_TURN, "the new leader reset the turn in progress"
     assert runs[0][0] == holder_queue and len(runs) == 2 and runs[1][0] == other != holder_queue, summary(runs)
     assert "usage history taken over" in procs[survivor].tail(10**6)
+
+
+def test_usage_read_from_prometheus_decides_who_goes_first(kenv: KEnv, shoal_runner: Any, tmp_path: Path) -> None:
+    """KAI's `clientType: prometheus`: a fake Prometheus on loopback says that team-a, which takes
+    the node first without usage (the tests above), has used all the GPUs of the window and team-b
+    none. team-b's pod gets the node and keeps it; team-a's usage shows in its Queue status."""
+    (node,) = kenv.add_gpu_nodes(1, gpus=16)
+    kenv.wait_nodes_ready([node])
+    a, b = queue_tree(kenv, kenv.node_prefix[-6:])
+
+    def answer(query: str) -> tuple[int, dict[str, Any]]:
+        if "kube_node_status_capacity" in query:
+            return 200, vector([({}, 100.0)])
+        return 200, vector([({"queue_name": a}, 100.0)] if "kai_queue_allocated_gpus" in query else [])
+
+    prom = FakePrometheus(answer)
+    try:
+        path = tmp_path / "prometheus.yaml"
+        path.write_text(f"usageDBConfig:\n  clientType: prometheus\n  connectionString: {prom.url}\n"
+                        f"  usageParams: {{windowSize: {WINDOW:g}s, halfLifePeriod: {HALF_LIFE:g}s, "
+                        "fetchInterval: 2s}\n")
+        sched = shoal_runner(None, "--config", str(path), "--period", "0.25s")
+        osc = Oscillation(kenv, sched.scheduler_name, (a, b))
+        start = osc.first_bind()
+        osc.run(10)
+        runs = osc.turns(since=start)
+        print(f"\nusage from Prometheus: {summary(runs)}; {len(prom.asked)} queries")
+        assert [who for who, _ in held(runs)] == [b], summary(runs)
+        status = wait_until(lambda: (kenv.client.get(QueueRes, a).status or {}).get("usage"), 15, "Queue status usage")
+        assert status["gpu"] == pytest.approx(1.0), status
+        assert len(prom.asked) >= 12 and all(q["path"] == "/api/v1/query" for q in prom.asked)  # two fetches
+        assert "sum_over_time" in prom.asked[0]["query"] and f"[{WINDOW:g}s:60s]" in prom.asked[0]["query"]
+    finally:
+        prom.close()

@@ -54,9 +54,10 @@ from shoal.kube.informer import Handler, Informer
 from shoal.kube.leader import LeaderElector
 from shoal.kube.metrics import SchedulerMetrics, serve_http
 from shoal.kube.other_pods import OTHER_JOB
+from shoal.kube.prometheus_usage import PromConfig, PrometheusUsage
 from shoal.kube.queue_status import queue_status
 from shoal.kube.shard import Shard
-from shoal.kube.usage_feed import UsageFeed, usage_params
+from shoal.kube.usage_feed import UsageFeed, usage_settings
 from shoal.kube.visibility import VisibilityOptions, VisibilityService
 from shoal.model.snapshot import ClusterSnapshot
 
@@ -149,7 +150,7 @@ class SchedulerService:
         self.visibility = VisibilityService(client, self.cache, options.component, options.visibility,
                                             self.metrics)
         self.visibility.runtimes.leading = self._leading  # only the leader writes the learned run times
-        self.usage: UsageFeed | None = None
+        self.usage: UsageFeed | PrometheusUsage | None = None
         self._usage_loaded = False
         self._set_usage(options.config)
         self.config_source: ConfigMapSource | None = None
@@ -186,16 +187,16 @@ class SchedulerService:
         """Time-based fair share on, off or with new parameters (new parameters start afresh
         unless the persisted history was written with them)."""
         try:
-            params = usage_params(config.usage_db)
+            settings = usage_settings(config.usage_db)
         except ValueError as e:
             logger.error("usageDBConfig: %s: time-based fair share off", e)
-            params = None
-        if params is None:
+            settings = None
+        if settings is None:
             self.usage = None
-        elif self.usage is None or self.usage.params != params:
+        elif self.usage is None or self.usage.settings != settings:
             name = f"{self.opts.lease_name or self.opts.component}-usage"
-            self.usage = UsageFeed(self.client, params, self.opts.lease_namespace, name,
-                                   persist_seconds=self.opts.usage_persist_seconds)
+            self.usage = PrometheusUsage(settings) if isinstance(settings, PromConfig) else UsageFeed(
+                self.client, settings, self.opts.lease_namespace, name, persist_seconds=self.opts.usage_persist_seconds)
             self._usage_loaded = False
 
     def _on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from shoal.history.usage import UsageHistory, UsageParams, allocation_sample
 from shoal.kube.client import KubeClient
+from shoal.kube.prometheus_usage import PromConfig
 from shoal.kube.state_configmap import read_state, write_state
 from shoal.model.snapshot import ClusterSnapshot
 
@@ -45,6 +46,16 @@ def usage_params(usage_db: dict[str, Any] | None) -> UsageParams | None:
     if not isinstance(raw, dict):
         raise ValueError("usageDBConfig.usageParams: expected a mapping")
     return UsageParams.from_kai(raw)
+
+
+def usage_settings(usage_db: dict[str, Any] | None) -> UsageParams | PromConfig | None:
+    """Where usage comes from: None = time-based fair share off; `PromConfig` with KAI's
+    `clientType: prometheus` (shoal.kube.prometheus_usage); else the parameters of shoal's own
+    view (any other `clientType`, or none). Raises ValueError naming the field."""
+    params = usage_params(usage_db)
+    if params is None or usage_db is None or str(usage_db.get("clientType") or "") != "prometheus":
+        return params
+    return PromConfig.from_kai(usage_db, params)
 
 
 def _params_key(params: UsageParams) -> dict[str, Any]:
@@ -69,6 +80,10 @@ class UsageFeed:
         self._recorded_at = -math.inf
         self._persisted_at = -math.inf
         self.writes = 0
+
+    @property
+    def settings(self) -> UsageParams:
+        return self.params
 
     def fill(self, snapshot: ClusterSnapshot) -> None:
         """Record the snapshot's allocation (if it changed, at most once per `resolution`) and set
