@@ -142,7 +142,7 @@ async def test_a_restarted_scheduler_never_gives_an_allocated_device_again() -> 
     fresh.on_resource_claim("ADDED", None, claim("c2"))
     with pytest.raises(AllocationError, match="0 free matching devices"):
         fresh.choose(claim_from(claim("c2")), "n1", {})
-    results, _ = fresh.choose(claim_from(claim("c2")), "n2", {})
+    results, _, _ = fresh.choose(claim_from(claim("c2")), "n2", {})
     assert results[0]["pool"] == "n2"
 
 
@@ -156,9 +156,9 @@ def test_all_mode_admin_access_and_network_attached_devices() -> None:
     net["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
         {"key": "rack", "operator": "In", "values": ["r1"]}]}]}
     dra.on_resource_slice("ADDED", None, net)
-    every, _ = dra.choose(claim_from(claim("all", allocationMode="All")), "n1", {})
+    every, _, _ = dra.choose(claim_from(claim("all", allocationMode="All")), "n1", {})
     assert len(every) == 3
-    results, selector = dra.choose(claim_from(claim("c", count=4)), "n1", {"rack": "r1"})
+    results, selector, _ = dra.choose(claim_from(claim("c", count=4)), "n1", {"rack": "r1"})
     assert {r["pool"] for r in results} == {"n1", "rack"}
     assert selector is not None and selector["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n1"]
     with pytest.raises(AllocationError):

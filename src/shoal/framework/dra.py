@@ -60,6 +60,9 @@ class DraState:
             if claim.eligible is not None and not claim.allocated and len(claim.eligible) < claim.count:
                 return (f"resource claim {pod.namespace}/{name} cannot be satisfied: {len(claim.eligible)} "
                         f"devices in the cluster match its requests, {claim.count} wanted")
+            if claim.nodes is not None and not claim.nodes and not claim.allocated:
+                return (f"resource claim {pod.namespace}/{name} cannot be satisfied on any node (its "
+                        f"alternatives and matchAttribute constraints)")
         return None
 
 
@@ -88,6 +91,7 @@ class DraDevices:
     def __init__(self, slices: list[ResourceSlice], node_index: dict[str, int], dra: DraState) -> None:
         self.dra = dra
         self.n = len(node_index)
+        self.node_index = node_index
         self.device_row: dict[str, int] = {}
         #: Network-attached devices: id -> row of `reach`, rows = devices, columns = nodes it reaches.
         self.net_index: dict[str, int] = {}
@@ -176,6 +180,9 @@ class DraDevices:
         if picky:
             taken, net_taken = self._taken(), usage[1]
             for claim in picky:
+                if claim.nodes is not None:  # where its alternatives and constraints can be met at all
+                    mask &= np.isin(np.arange(self.n), [self.node_index[n] for n in claim.nodes
+                                                        if n in self.node_index])
                 ids = [d for d in claim.eligible or () if d not in taken]
                 rows = [self.device_row[d] for d in ids if d in self.device_row]
                 count = np.bincount(np.asarray(rows, dtype=np.int64), minlength=self.n)[:self.n]

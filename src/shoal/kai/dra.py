@@ -2,7 +2,8 @@
 and of a pod's `spec.resourceClaims`, for the live scheduler (the core's view is `model.dra`).
 
 What is read: a claim's requests (`exactly`: deviceClassName, count, allocationMode, CEL selectors,
-adminAccess; `firstAvailable` is refused), its allocation results and `reservedFor`; a slice's
+adminAccess; `firstAvailable`: the same per subrequest, named `request/subrequest`), its
+`matchAttribute` constraints (`distinctAttribute` is refused), its allocation results and `reservedFor`; a slice's
 driver, pool (name, generation), where its devices are (`nodeName`, `nodeSelector`, `allNodes`)
 and each device's attributes and capacities; a class's CEL selectors. Attribute and capacity names
 without a domain belong to the driver's domain (as Kubernetes' CEL environment sees them).
@@ -33,6 +34,17 @@ class DeviceRequest:
     all: bool = False
     selectors: tuple[str, ...] = ()
     admin_access: bool = False
+    #: `firstAvailable`: the alternatives in order of preference (named `request/subrequest`); the
+    #: request's own class and counts are then unused.
+    subrequests: tuple[DeviceRequest, ...] = ()
+
+    def options(self) -> tuple[DeviceRequest, ...]:
+        """What may satisfy the request, preferred first: its subrequests, or itself."""
+        return self.subrequests or (self,)
+
+    def least(self) -> int:
+        """The fewest devices some option takes (All counts as one; admin access none)."""
+        return min(0 if o.admin_access else 1 if o.all else o.count for o in self.options())
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,8 @@ class Claim:
     unsupported: str = ""
     #: spec.devices.config (opaque driver parameters, each for some or all requests).
     config: tuple[JSON, ...] = ()
+    #: `matchAttribute` constraints: (requests, or () for all; the fully qualified attribute).
+    constraints: tuple[tuple[tuple[str, ...], str], ...] = ()
 
     @property
     def reserved_uids(self) -> tuple[str, ...]:
@@ -87,23 +101,21 @@ class Claim:
         """Devices the allocation holds exclusively (admin access holds none)."""
         return {(d, p, n) for _, d, p, n, admin in self.results if not admin}
 
-    def to_model(self, eligible: tuple[str, ...] | None, network: bool = False) -> ResourceClaim:
-        """The core's view: `count` devices of the first request's class (All counts as one),
-        devices named `pool/device`; `network`: only network-attached devices can satisfy it."""
-        count = sum(1 if r.all else r.count for r in self.requests if not r.admin_access)
-        cls = self.requests[0].device_class if self.requests else ""
+    def to_model(self, eligible: tuple[str, ...] | None, network: bool = False,
+                 nodes: tuple[str, ...] | None = None) -> ResourceClaim:
+        """The core's view: `count` devices of the first request's class (All counts as one; of
+        alternatives, the fewest), devices named `pool/device`; `network`: only network-attached
+        devices can satisfy it; `nodes`: where its requests and constraints can be met at all."""
+        count = sum(r.least() for r in self.requests)
+        cls = self.requests[0].options()[0].device_class if self.requests else ""
         return ResourceClaim(name=self.name, namespace=self.namespace, device_class=cls, count=count,
                              labels=self.labels, reserved_for=len(self.reserved_uids),
                              from_template=self.from_template,
                              allocated=tuple(f"{p}/{n}" for _, _, p, n, admin in self.results if not admin),
-                             eligible=eligible, network=network)
+                             eligible=eligible, network=network, nodes=nodes)
 
 
-def _request_from(raw: JSON) -> DeviceRequest:
-    name = str(raw.get("name", ""))
-    if raw.get("firstAvailable"):
-        raise ConvertError(f"request {name}: firstAvailable (prioritized alternatives) is not supported")
-    ex = raw.get("exactly") or {}
+def _exactly(name: str, ex: JSON) -> DeviceRequest:
     mode = ex.get("allocationMode") or "ExactCount"
     if mode not in ("ExactCount", "All"):
         raise ConvertError(f"request {name}: unknown allocationMode {mode!r}")
@@ -113,16 +125,30 @@ def _request_from(raw: JSON) -> DeviceRequest:
                          admin_access=bool(ex.get("adminAccess")))
 
 
+def _request_from(raw: JSON) -> DeviceRequest:
+    name = str(raw.get("name", ""))
+    if raw.get("firstAvailable"):
+        subs = tuple(_exactly(f"{name}/{sub.get('name', '')}", sub) for sub in raw["firstAvailable"])
+        return DeviceRequest(name=name, device_class="", subrequests=subs)
+    return _exactly(name, raw.get("exactly") or {})
+
+
+def _constraint_from(raw: JSON) -> tuple[tuple[str, ...], str]:
+    if not raw.get("matchAttribute"):
+        raise ConvertError("device constraints other than matchAttribute (distinctAttribute) are not supported")
+    return tuple(str(r) for r in raw.get("requests") or ()), str(raw["matchAttribute"])
+
+
 def claim_from(obj: JSON) -> Claim:
     m = meta(obj)
     spec = (obj.get("spec") or {}).get("devices") or {}
     status = obj.get("status") or {}
     unsupported = ""
     requests: list[DeviceRequest] = []
+    constraints: list[tuple[tuple[str, ...], str]] = []
     try:
         requests = [_request_from(r) for r in spec.get("requests") or []]
-        if spec.get("constraints"):
-            raise ConvertError("device constraints (matchAttribute) are not supported")
+        constraints = [_constraint_from(c) for c in spec.get("constraints") or []]
     except (ConvertError, ValueError, TypeError) as e:
         unsupported = str(e)
     alloc = status.get("allocation") or None
@@ -138,7 +164,7 @@ def claim_from(obj: JSON) -> Claim:
                  reserved_for=tuple((str(r.get("resource", "")), str(r.get("name", "")), str(r.get("uid", "")))
                                     for r in status.get("reservedFor") or []),
                  finalizers=tuple(m.get("finalizers") or ()), deleting=bool(m.get("deletionTimestamp")),
-                 unsupported=unsupported, config=tuple(spec.get("config") or ()))
+                 unsupported=unsupported, config=tuple(spec.get("config") or ()), constraints=tuple(constraints))
 
 
 def _qualified(driver: str, raw: JSON) -> dict[str, dict[str, object]]:
@@ -182,11 +208,13 @@ def device_class_config(obj: JSON) -> tuple[JSON, ...]:
     return tuple((obj.get("spec") or {}).get("config") or ())
 
 
-def allocation_config(claim: Claim, class_config: dict[str, tuple[JSON, ...]]) -> list[JSON]:
-    """`status.allocation.devices.config` as kube-scheduler writes it: each request's class configs
-    (`FromClass`, for that request), then the claim's own (`FromClaim`, for the requests they name)."""
+def allocation_config(claim: Claim, class_config: dict[str, tuple[JSON, ...]],
+                      chosen: list[DeviceRequest]) -> list[JSON]:
+    """`status.allocation.devices.config` as kube-scheduler writes it: the class configs of each
+    request or subrequest allocated (`FromClass`, for it), then the claim's own (`FromClaim`, for the
+    requests they name)."""
     out: list[JSON] = [{"source": "FromClass", "requests": [r.name], **cfg}
-                       for r in claim.requests for cfg in class_config.get(r.device_class, ())]
+                       for r in chosen for cfg in class_config.get(r.device_class, ())]
     return out + [{"source": "FromClaim", **cfg} for cfg in claim.config]
 
 

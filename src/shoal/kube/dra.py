@@ -32,7 +32,9 @@ from shoal.kai.dra import (
 from shoal.kai.objects import JSON, meta
 from shoal.kai.units import ConvertError
 from shoal.kube.dra_cel import Selectors
+from shoal.kube.dra_choose import pick_devices
 from shoal.model.dra import ResourceClaim, ResourceSlice, is_gpu_device_class, pod_dra_gpus
+from shoal.model.node import Node
 from shoal.model.resources import GPU
 from shoal.model.snapshot import ClusterSnapshot
 
@@ -78,6 +80,8 @@ class DraCache:
     devices_generation: int = 0
     _gpus: tuple[int, dict[str, int]] = (-1, {})
     _eligible: dict[tuple[str, str], tuple[tuple[str, int], tuple[str, ...]]] = \
+        dataclasses.field(default_factory=dict)
+    _feasible: dict[tuple[str, str], tuple[tuple[str, int, int], tuple[str, ...]]] = \
         dataclasses.field(default_factory=dict)
 
     # -- informer handlers -------------------------------------------------------------------
@@ -164,9 +168,27 @@ class DraCache:
         memo = self._eligible.get(key)
         if memo is not None and memo[0] == stamp:
             return memo[1]
+        options = [o for r in claim.requests for o in r.options() if not o.admin_access]
         out = tuple(sorted({f"{sl.pool}/{dev.name}" for sl in self.pools() for dev in sl.devices
-                            for req in claim.requests if not req.admin_access and self.matches(req, sl, dev)}))
+                            for o in options if self.matches(o, sl, dev)}))
         self._eligible[key] = (stamp, out)
+        return out
+
+    def feasible_nodes(self, claim: Claim, eligible: tuple[str, ...], nodes: list[Node]) -> tuple[str, ...]:
+        """The nodes where the claim's alternatives and constraints can be met at all (free or not:
+        the core counts what is free, and may free devices by eviction)."""
+        key = (claim.namespace, claim.name)
+        stamp = (claim.resource_version, self.devices_generation, hash(tuple(n.name for n in nodes)))
+        memo = self._feasible.get(key)
+        if memo is not None and memo[0] == stamp:
+            return memo[1]
+        accepted = set(eligible)
+        hosts = {sl.node for sl in self.pools() if sl.node and any(f"{sl.pool}/{d.name}" in accepted
+                                                                  for d in sl.devices)}
+        anywhere = bool(accepted & self.network_devices())
+        out = tuple(n.name for n in nodes if (n.name in hosts or anywhere) and not isinstance(
+            pick_devices(claim, self.reachable(n.name, n.labels), set(), self.matches, n.name), str))
+        self._feasible[key] = (stamp, out)
         return out
 
     def network_devices(self) -> set[str]:
@@ -186,30 +208,30 @@ class DraCache:
             self._gpus = (self.devices_generation, count)
         return self._gpus[1]
 
-    def choose(self, claim: Claim, node: str, labels: dict[str, str]) -> tuple[list[JSON], JSON | None]:
-        """Allocation results and node selector for the claim on `node`; raises AllocationError."""
+    def reachable(self, node: str, labels: dict[str, str]) -> list[Slice]:
+        """Slices whose devices `node` reaches, its own first (the order the core counts them in)."""
+        out = [sl for sl in self.pools() if sl.node == node or sl.all_nodes or
+               (sl.node_selector is not None and node_selector_matches(sl.node_selector, node, labels))]
+        out.sort(key=lambda sl: sl.node is None)
+        return out
+
+    def choose(self, claim: Claim, node: str, labels: dict[str, str]
+               ) -> tuple[list[JSON], JSON | None, list[DeviceRequest]]:
+        """Allocation results, node selector and the (sub)requests allocated for the claim on `node`
+        (`kube.dra_choose`: first available alternatives, matchAttribute); raises AllocationError."""
         if claim.unsupported:
             raise AllocationError(claim.unsupported)
-        reachable = [sl for sl in self.pools() if sl.node == node or sl.all_nodes or
-                     (sl.node_selector is not None and node_selector_matches(sl.node_selector, node, labels))]
-        reachable.sort(key=lambda sl: sl.node is None)  # the node's own devices first (as the core counts)
-        used = self.in_use()
-        picked: list[tuple[DeviceRequest, Slice, Device]] = []
         for req in claim.requests:
-            if req.device_class not in self.classes:
-                raise AllocationError(f"device class {req.device_class!r} of request {req.name} not found")
-            mine = {(s.driver, s.pool, d.name) for _, s, d in picked}
-            matching = [(sl, dev) for sl in reachable for dev in sl.devices if self.matches(req, sl, dev)]
-            free = [(sl, dev) for sl, dev in matching if (sl.driver, sl.pool, dev.name) not in mine and
-                    (req.admin_access or (sl.driver, sl.pool, dev.name) not in used)]
-            want = len(matching) if req.all else req.count
-            if not matching or len(free) < want:
-                raise AllocationError(f"request {req.name} of claim {claim.namespace}/{claim.name}: {len(free)} "
-                                      f"free matching devices for {node}, {want} wanted")
-            picked.extend((req, sl, dev) for sl, dev in free[:want])
+            for opt in req.options():
+                if opt.device_class not in self.classes:
+                    raise AllocationError(f"device class {opt.device_class!r} of request {opt.name} not found")
+        picked = pick_devices(claim, self.reachable(node, labels), self.in_use(), self.matches, node)
+        if isinstance(picked, str):
+            raise AllocationError(picked)
         results = [{"request": r.name, "driver": s.driver, "pool": s.pool, "device": d.name}
                    | ({"adminAccess": True} if r.admin_access else {}) for r, s, d in picked]
-        return results, _allocation_selector(node, [s for _, s, _ in picked])
+        chosen = list({r.name: r for r, _, _ in picked}.values())
+        return results, _allocation_selector(node, [s for _, s, _ in picked]), chosen
 
     # -- the core's view ---------------------------------------------------------------------
     def fill(self, snapshot: ClusterSnapshot) -> None:
@@ -223,7 +245,10 @@ class DraCache:
         claims: dict[tuple[str, str], ResourceClaim] = {}
         for key, c in self.claims.items():
             eligible = self.eligible(c)
-            claims[key] = c.to_model(eligible, network=bool(eligible) and net.issuperset(eligible))
+            picky = not c.allocated and not c.unsupported and (
+                c.constraints or any(r.subrequests for r in c.requests))
+            claims[key] = c.to_model(eligible, network=bool(eligible) and net.issuperset(eligible),
+                                     nodes=self.feasible_nodes(c, eligible, snapshot.nodes) if picky else None)
         for p in users:
             for name in p.resource_claims:
                 awaited = parse_awaited_claim(name)

@@ -64,7 +64,7 @@ class DraAllocator:
     async def _reserve(self, b: Bind, claim: Claim) -> None:
         status: JSON = {"reservedFor": [*self._reserved(claim), {"resource": "pods", "name": b.name, "uid": b.pod}]}
         if not claim.allocated:
-            results, selector = self.dra.choose(claim, b.node, self.node_labels(b.node))
+            results, selector, chosen = self.dra.choose(claim, b.node, self.node_labels(b.node))
             if CLAIM_FINALIZER not in claim.finalizers:
                 answer = await self.client.patch(RESOURCE_CLAIMS, claim.name, {"metadata": {
                     "resourceVersion": claim.resource_version,
@@ -72,7 +72,7 @@ class DraAllocator:
                 self.dra.on_resource_claim("MODIFIED", None, answer)
                 claim = self.dra.claims[(claim.namespace, claim.name)]
             allocation: JSON = {"devices": {"results": results}}
-            config = allocation_config(claim, self.dra.class_config)
+            config = allocation_config(claim, self.dra.class_config, chosen)
             if config:
                 allocation["devices"]["config"] = config
             if selector is not None:

@@ -42,6 +42,9 @@ class ResourceClaim:
     #: Only network-attached devices can satisfy it: they are not GPUs of the pod's node, so the
     #: claim counts no GPUs (for fit, nor for quota).
     network: bool = False
+    #: The nodes where its requests (alternatives, constraints) can be met at all, free or not (the
+    #: adapter's check, for claims with `firstAvailable` or constraints); None = not checked.
+    nodes: tuple[str, ...] | None = None
 
     @property
     def gpus(self) -> int:

@@ -1,0 +1,92 @@
+"""Choosing the devices of one ResourceClaim among the slices a node reaches, as kube-scheduler's
+structured-parameters allocator does: requests in order, each satisfied by its first alternative
+(`firstAvailable` subrequest) that can be, honouring the claim's `matchAttribute` constraints.
+
+A constraint binds every device allocated for the requests it names (all requests if none; a
+request's name covers its subrequests) to one value of the attribute; a device without the
+attribute cannot serve them. The search backtracks over alternatives and over the attribute values
+a constraint can take (in the order devices come: the node's own first); within one value the
+first free devices are taken. Claims are small (a few requests), so the search is too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from shoal.kai.dra import Claim, Device, DeviceId, DeviceRequest, Slice
+
+Pick = tuple[DeviceRequest, Slice, Device]
+Matches = Callable[[DeviceRequest, Slice, Device], bool]
+
+
+def attribute(sl: Slice, dev: Device, name: str) -> object | None:
+    """A device's attribute by qualified name (`domain/name`; no domain: the driver's)."""
+    domain, _, attr = name.rpartition("/")
+    return dev.attributes.get(domain or sl.driver, {}).get(attr)
+
+
+def _applies(requests: tuple[str, ...], option: DeviceRequest, main: str) -> bool:
+    return not requests or main in requests or option.name in requests
+
+
+@dataclass
+class _Search:
+    claim: Claim
+    reachable: list[Slice]
+    used: set[DeviceId]
+    matches: Matches
+    node: str
+    #: Why options failed (the first reason per request is reported).
+    reasons: list[str] = field(default_factory=list)
+
+    def run(self, i: int, picked: list[Pick], fixed: dict[int, object]) -> list[Pick] | None:
+        if i == len(self.claim.requests):
+            return picked
+        req = self.claim.requests[i]
+        mine = {(s.driver, s.pool, d.name) for _, s, d in picked}
+        for opt in req.options():
+            matching = [(sl, dev) for sl in self.reachable for dev in sl.devices if self.matches(opt, sl, dev)]
+            free = [(sl, dev) for sl, dev in matching if (sl.driver, sl.pool, dev.name) not in mine and
+                    (opt.admin_access or (sl.driver, sl.pool, dev.name) not in self.used)]
+            want = len(matching) if opt.all else opt.count
+            if not matching or len(free) < want:
+                self.reasons.append(f"request {opt.name} of claim {self.claim.namespace}/{self.claim.name}: "
+                                    f"{len(free)} free matching devices for {self.node}, {want} wanted")
+                continue
+            cons = [k for k, (names, _) in enumerate(self.claim.constraints) if _applies(names, opt, req.name)]
+            for group, values in self._groups(free, cons, fixed):
+                if len(group) < want or (opt.all and len(group) < len(matching)):
+                    continue
+                got = self.run(i + 1, picked + [(opt, sl, dev) for sl, dev in group[:want]], {**fixed, **values})
+                if got is not None:
+                    return got
+            if cons:
+                attrs = ", ".join(sorted({self.claim.constraints[k][1] for k in cons}))
+                self.reasons.append(f"request {opt.name} of claim {self.claim.namespace}/{self.claim.name}: no "
+                                    f"{want} free matching devices for {self.node} share {attrs} (matchAttribute)")
+        return None
+
+    def _groups(self, free: list[tuple[Slice, Device]], cons: list[int], fixed: dict[int, object]
+                ) -> Iterator[tuple[list[tuple[Slice, Device]], dict[int, object]]]:
+        """The free devices grouped by their values of the constrained attributes, in order."""
+        if not cons:
+            yield free, {}
+            return
+        groups: dict[tuple[object, ...], list[tuple[Slice, Device]]] = {}
+        for sl, dev in free:
+            key = tuple(attribute(sl, dev, self.claim.constraints[k][1]) for k in cons)
+            if any(v is None for v in key) or any(k in fixed and fixed[k] != v for k, v in zip(cons, key)):
+                continue
+            groups.setdefault(key, []).append((sl, dev))
+        for key, group in groups.items():
+            yield group, dict(zip(cons, key))
+
+
+def pick_devices(claim: Claim, reachable: list[Slice], used: set[DeviceId], matches: Matches,
+                 node: str) -> list[Pick] | str:
+    """The devices for the claim's requests (an option and its devices per request), or why none."""
+    found = (search := _Search(claim, reachable, used, matches, node)).run(0, [], {})
+    if found is not None:
+        return found
+    return "; ".join(dict.fromkeys(search.reasons)) or f"claim {claim.namespace}/{claim.name} has no requests"

@@ -1,0 +1,132 @@
+"""Device choice for claims with `firstAvailable` alternatives and `matchAttribute` constraints
+(#17), in the adapter (`DraCache.choose`, the allocation written before the bind) and in the core's
+view (`ResourceClaim.nodes`: where the claim can be met at all)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shoal.cycle import run_cycle
+from shoal.framework.decisions import Bind
+from shoal.kai.dra import claim_from
+from shoal.kube.cache import ClusterCache
+from shoal.kube.dra import AllocationError, DraCache
+from shoal.kube.dra_alloc import DraAllocator
+
+from .fake_api import FakeApi
+from .test_cache import SCHED, node, queue
+from .test_dra_live import CLAIMS, DRIVER, dra_pod
+
+BIG = 'device.capacity["gpu.example.com"].memory >= quantity("80Gi")'
+
+
+def slice_of(node_name: str, *devices: tuple[str, str]) -> dict[str, Any]:
+    """A slice of `node_name` with devices (model, memory) named gpu-0…; `numa` is the index's parity."""
+    return {"metadata": {"name": f"{node_name}-gpus"}, "spec": {
+        "driver": DRIVER, "nodeName": node_name, "pool": {"name": node_name, "generation": 1},
+        "devices": [{"name": f"gpu-{i}", "attributes": {"model": {"string": m}, "numa": {"int": i % 2}},
+                     "capacity": {"memory": {"value": mem}}} for i, (m, mem) in enumerate(devices)]}}
+
+
+def claim_obj(name: str, requests: list[dict[str, Any]], constraints: list[dict[str, Any]] | None = None
+              ) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "labels": {"kai.scheduler/queue": "q"}}, "spec": {"devices": devices}}
+
+
+def exactly(name: str, count: int = 1, *selectors: str) -> dict[str, Any]:
+    ex: dict[str, Any] = {"deviceClassName": DRIVER, "count": count}
+    if selectors:
+        ex["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": ex}
+
+
+def cache_with(*slices: dict[str, Any]) -> DraCache:
+    dra = DraCache()
+    dra.on_device_class("ADDED", None, {"metadata": {"name": DRIVER}, "spec": {"config": [
+        {"opaque": {"driver": DRIVER, "parameters": {"a": 1}}}]}})
+    for sl in slices:
+        dra.on_resource_slice("ADDED", None, sl)
+    return dra
+
+
+def test_first_available_takes_the_first_alternative_the_node_can_meet() -> None:
+    dra = cache_with(slice_of("n1", ("A100", "40Gi"), ("A100", "40Gi")), slice_of("n2", ("H100", "80Gi")))
+    c = claim_from(claim_obj("c", [{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": DRIVER, "selectors": [{"cel": {"expression": BIG}}]},
+        {"name": "two-small", "deviceClassName": DRIVER, "count": 2}]}]))
+    results, _, chosen = dra.choose(c, "n2", {})
+    assert [(r["request"], r["pool"], r["device"]) for r in results] == [("gpu/big", "n2", "gpu-0")]
+    results, _, chosen = dra.choose(c, "n1", {})
+    assert [(r["request"], r["device"]) for r in results] == [("gpu/two-small", "gpu-0"), ("gpu/two-small", "gpu-1")]
+    assert [r.name for r in chosen] == ["gpu/two-small"]
+    assert c.to_model(None).count == 1  # the core counts the fewest devices an alternative takes
+    with pytest.raises(AllocationError, match=r"request gpu/big .* 0 free matching devices for n3"):
+        dra.choose(c, "n3", {})
+
+
+async def test_the_allocation_of_a_subrequest_names_it_in_results_and_class_config() -> None:
+    api = FakeApi()
+    dra = cache_with(slice_of("n1", ("A100", "40Gi")))
+    obj = claim_obj("c", [{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": DRIVER, "selectors": [{"cel": {"expression": BIG}}]},
+        {"name": "small", "deviceClassName": DRIVER}]}])
+    api.put(f"{CLAIMS}/c", obj)
+    dra.on_resource_claim("ADDED", None, api.objects[f"{CLAIMS}/c"])
+    await DraAllocator(api, dra, lambda n: {}).prepare(Bind("uid-a", "a", "ns", "pod:a", "n1"), ("c",))
+    alloc = api.objects[f"{CLAIMS}/c"]["status"]["allocation"]["devices"]
+    assert alloc["results"] == [{"request": "gpu/small", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]
+    assert alloc["config"] == [{"source": "FromClass", "requests": ["gpu/small"],
+                                "opaque": {"driver": DRIVER, "parameters": {"a": 1}}}]
+
+
+def test_match_attribute_keeps_a_request_on_devices_with_one_value() -> None:
+    # n1: numa 0 and 1; n2: gpu-0 and gpu-2 on numa 0 (gpu-1 on numa 1).
+    dra = cache_with(slice_of("n1", ("A100", "40Gi"), ("A100", "40Gi")),
+                     slice_of("n2", ("A100", "40Gi"), ("A100", "40Gi"), ("A100", "40Gi")))
+    c = claim_from(claim_obj("c", [exactly("gpu", 2)], [{"matchAttribute": f"{DRIVER}/numa"}]))
+    with pytest.raises(AllocationError, match=r"share gpu\.example\.com/numa"):
+        dra.choose(c, "n1", {})
+    results, _, _ = dra.choose(c, "n2", {})
+    assert [r["device"] for r in results] == ["gpu-0", "gpu-2"]
+
+
+def test_match_attribute_across_requests_backtracks_to_a_value_both_can_share() -> None:
+    """One X100 and three Y100: `a` (one device) alone would take the X100, which leaves `b` (two of the
+    same model) nothing; the search goes back and gives both Y100s."""
+    dra = cache_with(slice_of("n1", ("X100", "40Gi"), ("Y100", "40Gi"), ("Y100", "40Gi"), ("Y100", "40Gi")))
+    c = claim_from(claim_obj("c", [exactly("a"), exactly("b", 2)],
+                             [{"requests": ["a", "b"], "matchAttribute": "model"}]))
+    results, _, _ = dra.choose(c, "n1", {})
+    assert [(r["request"], r["device"]) for r in results] == [("a", "gpu-1"), ("b", "gpu-2"), ("b", "gpu-3")]
+    c3 = claim_from(claim_obj("c3", [exactly("a", 2), exactly("b", 2)], [{"matchAttribute": "model"}]))
+    with pytest.raises(AllocationError, match="matchAttribute"):
+        dra.choose(c3, "n1", {})  # four of one model: none
+    assert "distinctAttribute" in claim_from(claim_obj("d", [exactly("a")], [{"distinctAttribute": "model"}])
+                                             ).unsupported
+
+
+def test_the_core_places_a_constrained_claim_only_where_it_can_be_met() -> None:
+    cache = ClusterCache(SCHED, lambda: 1000.0)
+    cache.on_queue("ADDED", None, queue("q"))
+    dra = cache_with(slice_of("n1", ("A100", "40Gi"), ("A100", "40Gi")),
+                     slice_of("n2", ("A100", "40Gi"), ("A100", "40Gi"), ("A100", "40Gi")))
+    for n in ("n1", "n2"):
+        cache.on_node("ADDED", None, node(n, gpus=0))
+    dra.on_resource_claim("ADDED", None, claim_obj("c", [exactly("gpu", 2)], [{"matchAttribute": "numa"}]))
+    dra.on_resource_claim("ADDED", None, claim_obj("never", [exactly("gpu", 3)], [{"matchAttribute": "numa"}]))
+    cache.on_pod("ADDED", None, dra_pod("p", "c"))
+    cache.on_pod("ADDED", None, dra_pod("q", "never"))
+    snap = cache.snapshot()
+    dra.fill(snap)
+    assert snap.resource_claims[("ns", "c")].nodes == ("n2",)
+    assert snap.resource_claims[("ns", "never")].nodes == ()
+    d = run_cycle(snap).decisions
+    assert [(b.name, b.node) for b in d.binds] == [("p", "n2")]  # n1 has two free devices, on two NUMA nodes
+    text = " ".join(m for ex in d.explanations.values() for m in ex.messages)
+    assert "resource claim ns/never cannot be satisfied on any node" in text
