@@ -130,3 +130,13 @@ def test_the_core_places_a_constrained_claim_only_where_it_can_be_met() -> None:
     assert [(b.name, b.node) for b in d.binds] == [("p", "n2")]  # n1 has two free devices, on two NUMA nodes
     text = " ".join(m for ex in d.explanations.values() for m in ex.messages)
     assert "resource claim ns/never cannot be satisfied on any node" in text
+
+
+def test_a_claim_of_a_gpu_and_a_nic_counts_only_the_gpus_as_gpus() -> None:
+    nic = {"name": "nic", "exactly": {"deviceClassName": "nic.example.com"}}
+    mixed = claim_from(claim_obj("m", [exactly("gpu", 2), nic])).to_model(None)
+    assert (mixed.count, mixed.gpus) == (3, 2)
+    nic_first = claim_from(claim_obj("n", [nic, exactly("gpu", 2)])).to_model(None)
+    assert (nic_first.count, nic_first.gpus) == (3, 2)
+    plain = claim_from(claim_obj("p", [exactly("a", 2), exactly("b")])).to_model(None)
+    assert (plain.count, plain.gpus, plain.gpu_count) == (3, 3, None)

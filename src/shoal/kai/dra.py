@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from shoal.kai.objects import JSON, meta
 from shoal.kai.units import ConvertError
-from shoal.model.dra import ResourceClaim
+from shoal.model.dra import ResourceClaim, is_gpu_device_class
 from shoal.model.resources import parse_memory
 
 #: The finalizer kube-scheduler puts on a claim it allocates (the resource-claim controller removes
@@ -108,7 +108,9 @@ class Claim:
         devices can satisfy it; `nodes`: where its requests and constraints can be met at all."""
         count = sum(r.least() for r in self.requests)
         cls = self.requests[0].options()[0].device_class if self.requests else ""
+        gpus = sum(r.least() for r in self.requests if is_gpu_device_class(r.options()[0].device_class))
         return ResourceClaim(name=self.name, namespace=self.namespace, device_class=cls, count=count,
+                             gpu_count=gpus if len({r.options()[0].device_class for r in self.requests}) > 1 else None,
                              labels=self.labels, reserved_for=len(self.reserved_uids),
                              from_template=self.from_template,
                              allocated=tuple(f"{p}/{n}" for _, _, p, n, admin in self.results if not admin),

@@ -45,11 +45,18 @@ class ResourceClaim:
     #: The nodes where its requests (alternatives, constraints) can be met at all, free or not (the
     #: adapter's check, for claims with `firstAvailable` or constraints); None = not checked.
     nodes: tuple[str, ...] | None = None
+    #: Of `count`, the devices of GPU classes when its requests are of several classes (a GPU and a
+    #: NIC, say); None = all of them if `device_class` is a GPU class.
+    gpu_count: int | None = None
 
     @property
     def gpus(self) -> int:
         """GPUs this claim asks for (0 for a non-GPU device class or network-attached devices)."""
-        return self.count if is_gpu_device_class(self.device_class) and not self.network else 0
+        if self.network:
+            return 0
+        if self.gpu_count is not None:
+            return self.gpu_count
+        return self.count if is_gpu_device_class(self.device_class) else 0
 
 
 def pod_dra_gpus(namespace: str, claim_names: tuple[str, ...] | list[str],
