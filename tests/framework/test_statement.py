@@ -38,7 +38,7 @@ def state(ssn: Session) -> dict[str, Any]:
     return {
         "matrices": [m.copy() for m in (n.idle, n.releasing, n.used)],
         "groups": [{g: (v.used, v.allocated, v.releasing) for g, v in groups.items()} for groups in n.groups],
-        "tasks": {u: (t.status, t.node, list(t.groups), t.portion) for u, t in ssn.tasks.items()},
+        "tasks": {u: (t.status, t.node, list(t.groups), t.portion, dict(t.left_on)) for u, t in ssn.tasks.items()},
         "pod_sets": {(j.uid, name): (ps.active_allocated, ps.active_used, ps.alive, ps.gated)
                      for j in ssn.jobs.values() for name, ps in j.pod_sets.items()},
         "queues": {q: (v.allocated.copy(), v.allocated_np.copy()) for q, v in ssn.queues.items()},
@@ -89,3 +89,32 @@ def test_rollback_restores_everything(n_nodes: int, running: list[int], pending:
             stmt.evict(task, "test", "property")
     stmt.discard()
     assert same(state(ssn), marks[0][1])
+
+
+def test_pipeline_back_to_a_node_the_victim_was_moved_from_unevicts_it() -> None:
+    """KAI keeps a moved victim's pod on its old node until it is deleted, so pipelining it there
+    again (a later statement) finds it "already on the node" and undoes this statement's eviction:
+    the victim stays where it was pipelined before, with no second eviction or pipeline."""
+    w = World().queue("q0").node("n0", 4).node("n1", 4).node("n2", 4)
+    w.job("r0", "q0", gpus=2, nodes=["n0"])
+    ssn = open_session(w.snapshot, SchedulerConfig(actions=()))
+    task = ssn.tasks["r0-0"]
+    first = Statement(ssn)
+    first.evict(task, "reclaim", "test")
+    first.pipeline(task, 1)
+    first.commit()
+    assert (task.status, task.node, task.left_on) == (PodStatus.PIPELINED, 1, {0: []})
+    second = Statement(ssn)
+    second.evict(task, "reclaim", "test")
+    second.pipeline(task, 0)
+    assert (task.status, task.node) == (PodStatus.PIPELINED, 1)
+    second.commit()
+    d = ssn.decisions
+    assert [(e.pod, e.node) for e in d.evictions] == [("r0-0", "n0")]
+    assert [(p.pod, p.node) for p in d.pipelines] == [("r0-0", "n1")]
+    third = Statement(ssn)
+    third.evict(task, "reclaim", "test")
+    third.pipeline(task, 2)  # a node it never ran on: a real move
+    assert (task.status, task.node, sorted(task.left_on)) == (PodStatus.PIPELINED, 2, [0, 1])
+    third.rollback(0)
+    assert (task.status, task.node, task.left_on) == (PodStatus.PIPELINED, 1, {0: []})

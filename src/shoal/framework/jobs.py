@@ -25,8 +25,8 @@ class Task:
     """A pod inside a session: its status, node and GPU groups change as statements run."""
 
     __slots__ = (
-        "accepted_gpu", "groups", "job", "node", "order_key", "ordinal", "pod", "pod_set", "portion",
-        "status", "uid", "vec",
+        "accepted_gpu", "groups", "job", "left_on", "node", "order_key", "ordinal", "pod", "pod_set",
+        "portion", "status", "uid", "vec",
     )
 
     def __init__(self, pod: Pod, vec: Vector) -> None:
@@ -45,6 +45,9 @@ class Task:
         self.order_key: tuple[object, ...] = ()
         #: Position in `Session.task_list` (rows of the session's per-task arrays).
         self.ordinal = -1
+        #: Nodes a victim was moved away from in this session, with its GPU groups there: KAI
+        #: keeps the pod on such a node (its `PodInfos`) until it is deleted (`Statement.pipeline`).
+        self.left_on: dict[int, list[str]] = {}
 
     def __repr__(self) -> str:
         return f"Task({self.uid}, {self.status.title}, node={self.node})"

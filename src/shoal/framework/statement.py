@@ -30,6 +30,8 @@ class _Op:
     preemptor: str = ""
     #: A victim moved to another node: its old node keeps its releasing resources (see `pipeline`).
     kept_old: bool = False
+    #: This pipeline first recorded the task's copy on its old node (`Task.left_on`).
+    left_old: bool = False
 
 
 class Statement:
@@ -62,16 +64,21 @@ class Statement:
                  update_if_exists: bool = False) -> None:
         """Place a task on `node` to start once releasing resources are free.
 
-        A victim evicted in this session and re-placed on its own node is un-evicted instead
-        (unless `update_if_exists`, or a shared pod moving to other GPU groups).
+        As KAI's `Statement.Pipeline`: when the pod is already on `node` (a victim evicted in this
+        statement and re-placed on its own node, or one moved away from `node` earlier in the
+        session, whose old copy KAI keeps on that node), it is un-evicted instead, unless
+        `update_if_exists` or a shared pod moves to other GPU groups: the eviction of this
+        statement is undone and the task stays where that eviction found it, not on `node`.
         """
         groups = groups or []
-        same_place = task.node == node and task.status == PodStatus.RELEASING
-        if same_place and not update_if_exists and (not task.pod.gpu.is_shared or groups == task.groups):
+        on_node = task.node == node and task.status == PodStatus.RELEASING
+        old_groups = task.groups if on_node else task.left_on.get(node)
+        if (on_node or old_groups is not None) and not update_if_exists \
+                and (not task.pod.gpu.is_shared or groups == old_groups):
             prev = self._evicted_from(task)
             if prev is not None:
                 self._record("unevict", task)
-                self._move(task, prev, node, task.groups)
+                self._move(task, prev, task.node, task.groups)
                 self.ssn.queue_add(task, +1)
                 return
         op = self._record("pipeline", task)
@@ -80,6 +87,9 @@ class Statement:
             # Statement.Pipeline, its old node keeps the pod's resources as releasing (they can
             # take pipelined pods, not allocated ones) and only the new node is charged.
             op.kept_old = True
+            if task.node not in task.left_on:
+                task.left_on[task.node] = list(task.groups)
+                op.left_old = True
             self.ssn.place(task, node, PodStatus.PIPELINED, groups)
         else:
             self._move(task, PodStatus.PIPELINED, node, groups)
@@ -115,6 +125,8 @@ class Statement:
                 ssn.set_status(task, op.prev_status)
             if op.kept_old:
                 task.node, task.groups = op.prev_node, list(op.prev_groups)  # still accounted there
+                if op.left_old:
+                    del task.left_on[op.prev_node]
             elif op.prev_node >= 0:
                 ssn.place(task, op.prev_node, op.prev_status, op.prev_groups)
             # A task rolled back to pending keeps its stale AcceptedResource, like KAI.
