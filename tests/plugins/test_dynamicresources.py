@@ -235,3 +235,16 @@ def test_a_picky_claim_goes_where_a_network_device_it_accepts_is() -> None:
 def test_a_gpu_claim_only_network_devices_satisfy_counts_no_gpus_of_the_node() -> None:
     net = ResourceClaim("c", NS, "nvidia.com/gpu", 2, network=True)
     assert net.gpus == 0 and dataclasses.replace(net, network=False).gpus == 2
+
+
+def test_a_claim_reserved_for_a_pod_not_ours_keeps_our_pod_where_it_is_allocated() -> None:
+    """A pod of another scheduler holds the shared claim on y: our pod using it must go to y (the
+    binder would refuse x), though x has free devices and wins ties by name."""
+    snap = _device_world({"x": 2, "y": 1}, {"new": [("shared",)]}, device_class=FPGA)
+    key = (NS, "shared")
+    snap.resource_claims[key] = dataclasses.replace(snap.resource_claims[key], allocated=("y/0",), reserved_for=1)
+    assert _placed(snap) == {"new-0": "x"}  # whom it is reserved for unknown (KAI's view): ours, evicted
+    snap.resource_claims[key] = dataclasses.replace(snap.resource_claims[key], reserved_by=("uid-elsewhere",))
+    assert _placed(snap) == {"new-0": "y"}
+    snap.resource_claims[key] = dataclasses.replace(snap.resource_claims[key], reserved_by=("new-0",))
+    assert _placed(snap) == {"new-0": "x"}  # reserved for our own pod only: it holds nothing while pending

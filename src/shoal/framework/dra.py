@@ -116,12 +116,23 @@ class DraDevices:
     def _allocated_rows(self, claim: ResourceClaim) -> list[int]:
         return [self.device_row[d] for d in claim.allocated if d in self.device_row]
 
-    def held_on(self, key: ClaimKey, besides: Task | None = None) -> list[int]:
-        """Rows where the claim holds devices now (`besides` not counted as a holder)."""
+    def foreign(self, key: ClaimKey) -> bool:
+        """The claim is held by pods we do not schedule: no pod of ours uses it, or (when the adapter
+        says whom it is reserved for) it is reserved for a pod that is not ours, such as a pod of
+        another scheduler sharing it or one of ours that is gone and not released yet."""
         consumers = self.dra.consumers.get(key)
-        if not consumers:  # reserved for pods we do not schedule (or none): as allocated
-            return sorted(set(self._allocated_rows(self.dra.claims[key])))
-        return sorted({t.node for t in consumers if t is not besides and _holds(t)})
+        if not consumers:
+            return True
+        ours = {t.pod.uid for t in consumers}
+        return any(uid not in ours for uid in self.dra.claims[key].reserved_by)
+
+    def held_on(self, key: ClaimKey, besides: Task | None = None) -> list[int]:
+        """Rows where the claim holds devices now (`besides` not counted as a holder): where its
+        placed consumers are, and where it is allocated if others hold it too."""
+        rows = {t.node for t in self.dra.consumers.get(key, ()) if t is not besides and _holds(t)}
+        if self.foreign(key):
+            rows.update(self._allocated_rows(self.dra.claims[key]))
+        return sorted(rows)
 
     def _usage(self) -> tuple[np.ndarray, np.ndarray]:
         """Node-local devices taken per node, and which network-attached devices are taken."""
@@ -131,7 +142,7 @@ class DraDevices:
         for key, claim in self.dra.claims.items():
             net = [self.net_index[d] for d in claim.allocated if d in self.net_index]
             rows = self.held_on(key)
-            if net and (rows or not self.dra.consumers.get(key)):
+            if net and (rows or self.foreign(key)):
                 net_taken[net] = True
             for row in rows:
                 # its snapshot allocation if all of it is here, else a fresh `count` here

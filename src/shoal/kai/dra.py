@@ -112,6 +112,7 @@ class Claim:
         return ResourceClaim(name=self.name, namespace=self.namespace, device_class=cls, count=count,
                              gpu_count=gpus if len({r.options()[0].device_class for r in self.requests}) > 1 else None,
                              labels=self.labels, reserved_for=len(self.reserved_uids),
+                             reserved_by=self.reserved_uids,
                              from_template=self.from_template,
                              allocated=tuple(f"{p}/{n}" for _, _, p, n, admin in self.results if not admin),
                              eligible=eligible, network=network, nodes=nodes)

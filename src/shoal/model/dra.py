@@ -48,6 +48,9 @@ class ResourceClaim:
     #: Of `count`, the devices of GPU classes when its requests are of several classes (a GPU and a
     #: NIC, say); None = all of them if `device_class` is a GPU class.
     gpu_count: int | None = None
+    #: The uids of the pods it is reserved for, when the adapter knows them (else only their number,
+    #: `reserved_for`): a reservation for a pod that is not ours keeps the claim where it is allocated.
+    reserved_by: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:
