@@ -10,6 +10,7 @@ through window and half-life, so the live run scales time down 480 times: window
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,26 @@ def test_usage_read_from_prometheus_decides_who_goes_first(kenv: KEnv, shoal_run
         assert "sum_over_time" in prom.asked[0]["query"] and f"[{WINDOW:g}s:60s]" in prom.asked[0]["query"]
     finally:
         prom.close()
+
+
+def test_prometheus_down_schedules_without_usage(kenv: KEnv, shoal_runner: Any, tmp_path: Path) -> None:
+    """The endpoint refuses connections: cycles run on (plain fair share: team-a, the tie's
+    winner, takes the node) and the failure is logged once, not every fetch."""
+    (node,) = kenv.add_gpu_nodes(1, gpus=16)
+    kenv.wait_nodes_ready([node])
+    a, b = queue_tree(kenv, kenv.node_prefix[-6:])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again when the scheduler starts
+    path = tmp_path / "prometheus-down.yaml"
+    path.write_text(f"usageDBConfig:\n  clientType: prometheus\n  connectionString: {url}\n"
+                    "  usageParams: {windowSize: 32s, fetchInterval: 1s}\n")
+    sched = shoal_runner(None, "--config", str(path), "--period", "0.25s")
+    osc = Oscillation(kenv, sched.scheduler_name, (a, b))
+    start = osc.first_bind()
+    osc.run(5)
+    runs = osc.turns(since=start)
+    log = sched.tail(10**6)
+    assert [who for who, _ in held(runs)] == [a], summary(runs)
+    assert log.count("usage from Prometheus failed") == 1 and "ConnectError" in log, log[-3000:]
+    assert "scheduling cycle failed" not in log
