@@ -168,3 +168,31 @@ def test_first_available_and_match_attribute_are_allocated_as_the_api_server_acc
             assert [(r["request"], r["device"]) for r in results] == [("gpu/two", "gpu-0"), ("gpu/two", "gpu-2")]
         finally:
             kenv.client.delete(ResourceSlice, f"{node}-numa")
+
+
+def test_a_tainted_device_is_given_only_to_a_claim_that_tolerates_it(kenv: KEnv, shoal_runner: Any) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=0)
+    kenv.wait_nodes_ready([node])
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    with gpu_driver(kenv, {}) as driver:
+        kenv.client.create(ResourceSlice(metadata={"name": f"{node}-tainted"}, spec={
+            "driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "taints": [{"key": "health", "value": "degraded", "effect": "NoSchedule"}]},
+                        {"name": "gpu-1"}]}))
+        try:
+            assert kenv.client.get(ResourceSlice, f"{node}-tainted")["spec"]["devices"][0].get("taints"), \
+                "the API server dropped device taints (DRADeviceTaints off)"
+            template(kenv, "plain", request(driver))
+            tolerant = request(driver)
+            tolerant["requests"][0]["exactly"]["tolerations"] = [{"key": "health", "operator": "Exists"}]
+            template(kenv, "tolerant", tolerant)
+            sched = shoal_runner()
+            dra_pod(kenv, "careful", sched.scheduler_name, queue, template="plain")
+            wait_until(lambda: pod_state(kenv.client, "careful", kenv.namespace)[0], 60, "the plain pod bound")
+            assert devices_of(claims_by_pod(kenv)["careful"]) == [(node, "gpu-1")]
+            dra_pod(kenv, "brave", sched.scheduler_name, queue, template="tolerant")
+            wait_until(lambda: pod_state(kenv.client, "brave", kenv.namespace)[0], 60, "the tolerant pod bound")
+            assert devices_of(claims_by_pod(kenv)["brave"]) == [(node, "gpu-0")]
+        finally:
+            kenv.client.delete(ResourceSlice, f"{node}-tainted")

@@ -140,3 +140,25 @@ def test_a_claim_of_a_gpu_and_a_nic_counts_only_the_gpus_as_gpus() -> None:
     assert (nic_first.count, nic_first.gpus) == (3, 2)
     plain = claim_from(claim_obj("p", [exactly("a", 2), exactly("b")])).to_model(None)
     assert (plain.count, plain.gpus, plain.gpu_count) == (3, 3, None)
+
+
+def test_a_tainted_device_serves_only_requests_that_tolerate_its_taint() -> None:
+    sl = slice_of("n1", ("A100", "40Gi"), ("A100", "40Gi"))
+    sl["spec"]["devices"][0]["taints"] = [{"key": "health", "value": "degraded", "effect": "NoSchedule"}]
+    sl["spec"]["devices"][1]["taints"] = [{"key": "note", "value": "x", "effect": "None"}]  # not a blocking effect
+    dra = cache_with(sl)
+    plain = claim_from(claim_obj("p", [exactly("gpu", 2)]))
+    with pytest.raises(AllocationError, match="1 free matching devices for n1, 2 wanted"):
+        dra.choose(plain, "n1", {})
+    assert dra.eligible(plain) == ("n1/gpu-1",)
+    for toleration in ({"key": "health", "operator": "Exists"}, {"key": "health", "value": "degraded"},
+                       {"operator": "Exists", "effect": "NoSchedule"}):
+        req = exactly("gpu", 2)
+        req["exactly"]["tolerations"] = [toleration]
+        results, _, _ = dra.choose(claim_from(claim_obj("t", [req])), "n1", {})
+        assert [r["device"] for r in results] == ["gpu-0", "gpu-1"], toleration
+    for wrong in ({"key": "health", "value": "ok"}, {"key": "health", "operator": "Exists", "effect": "NoExecute"}):
+        req = exactly("gpu", 2)
+        req["exactly"]["tolerations"] = [wrong]
+        with pytest.raises(AllocationError):
+            dra.choose(claim_from(claim_obj("w", [req])), "n1", {})

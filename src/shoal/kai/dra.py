@@ -1,12 +1,13 @@
 """Decoding of the DRA objects of `resource.k8s.io/v1` (ResourceClaim, ResourceSlice, DeviceClass)
 and of a pod's `spec.resourceClaims`, for the live scheduler (the core's view is `model.dra`).
 
-What is read: a claim's requests (`exactly`: deviceClassName, count, allocationMode, CEL selectors,
-adminAccess; `firstAvailable`: the same per subrequest, named `request/subrequest`), its
-`matchAttribute` constraints (`distinctAttribute` is refused), its allocation results and `reservedFor`; a slice's
-driver, pool (name, generation), where its devices are (`nodeName`, `nodeSelector`, `allNodes`)
-and each device's attributes and capacities; a class's CEL selectors. Attribute and capacity names
-without a domain belong to the driver's domain (as Kubernetes' CEL environment sees them).
+What is read: a claim's requests (`exactly`: deviceClassName, count, allocationMode, CEL
+selectors, adminAccess, tolerations; `firstAvailable`: the same per subrequest, named
+`request/subrequest`), its `matchAttribute` constraints (`distinctAttribute` is refused), its
+allocation results and `reservedFor`; a slice's driver, pool (name, generation), where its devices
+are (`nodeName`, `nodeSelector`, `allNodes`) and each device's attributes, capacities and taints; a
+class's CEL selectors. Attribute and capacity names without a domain belong to the driver's domain
+(as Kubernetes' CEL environment sees them).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class DeviceRequest:
     all: bool = False
     selectors: tuple[str, ...] = ()
     admin_access: bool = False
+    #: Device tolerations as (key, operator, value, effect).
+    tolerations: tuple[tuple[str, str, str, str], ...] = ()
     #: `firstAvailable`: the alternatives in order of preference (named `request/subrequest`); the
     #: request's own class and counts are then unused.
     subrequests: tuple[DeviceRequest, ...] = ()
@@ -54,6 +57,8 @@ class Device:
     attributes: dict[str, dict[str, object]] = field(default_factory=dict)
     #: domain -> capacity name -> integer quantity.
     capacity: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Device taints as (key, value, effect).
+    taints: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +128,11 @@ def _exactly(name: str, ex: JSON) -> DeviceRequest:
     if mode not in ("ExactCount", "All"):
         raise ConvertError(f"request {name}: unknown allocationMode {mode!r}")
     selectors = tuple(str((s.get("cel") or {}).get("expression", "")) for s in ex.get("selectors") or [])
+    tolerations = tuple((str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+                         str(t.get("effect") or "")) for t in ex.get("tolerations") or [])
     return DeviceRequest(name=name, device_class=str(ex.get("deviceClassName", "")),
                          count=int(ex.get("count") or 1), all=mode == "All", selectors=selectors,
-                         admin_access=bool(ex.get("adminAccess")))
+                         admin_access=bool(ex.get("adminAccess")), tolerations=tolerations)
 
 
 def _request_from(raw: JSON) -> DeviceRequest:
@@ -188,8 +195,27 @@ def _attribute(val: JSON) -> object:
 def device_from(driver: str, raw: JSON) -> Device:
     attrs = {k: _attribute(v or {}) for k, v in (raw.get("attributes") or {}).items()}
     caps = {k: parse_memory((v or {}).get("value", "0")) for k, v in (raw.get("capacity") or {}).items()}
+    taints = tuple((str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+                   for t in raw.get("taints") or [])
     return Device(name=str(raw.get("name", "")), attributes=_qualified(driver, attrs),
-                  capacity={d: {n: int(str(v)) for n, v in c.items()} for d, c in _qualified(driver, caps).items()})
+                  capacity={d: {n: int(str(v)) for n, v in c.items()} for d, c in _qualified(driver, caps).items()},
+                  taints=taints)
+
+
+def tolerated(dev: Device, req: DeviceRequest) -> bool:
+    """The request tolerates every taint of the device that keeps allocations off it (`NoSchedule`,
+    `NoExecute`), as pod tolerations do node taints: an empty effect matches any, `Exists` any value
+    (and an empty key with it any taint), `Equal` (the default) the taint's key and value."""
+    def tolerates(t: tuple[str, str, str, str], key: str, value: str, effect: str) -> bool:
+        tkey, op, tvalue, teffect = t
+        if teffect and teffect != effect:
+            return False
+        if op == "Exists":
+            return not tkey or tkey == key
+        return tkey == key and tvalue == value
+    return all(effect not in ("NoSchedule", "NoExecute") or any(tolerates(t, key, value, effect)
+                                                                for t in req.tolerations)
+               for key, value, effect in dev.taints)
 
 
 def slice_from(obj: JSON) -> Slice:

@@ -28,6 +28,7 @@ from shoal.kai.dra import (
     parse_awaited_claim,
     slice_from,
     template_from,
+    tolerated,
 )
 from shoal.kai.objects import JSON, meta
 from shoal.kai.units import ConvertError
@@ -159,7 +160,7 @@ class DraCache:
 
     def matches(self, req: DeviceRequest, sl: Slice, dev: Device) -> bool:
         cls = self.classes.get(req.device_class)
-        return cls is not None and self.selectors.match(cls + req.selectors, sl.driver, dev)
+        return cls is not None and tolerated(dev, req) and self.selectors.match(cls + req.selectors, sl.driver, dev)
 
     def eligible(self, claim: Claim) -> tuple[str, ...]:
         """Devices ("pool/device") some (non-admin) request of the claim accepts."""
