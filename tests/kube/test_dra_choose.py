@@ -162,3 +162,21 @@ def test_a_tainted_device_serves_only_requests_that_tolerate_its_taint() -> None
         req["exactly"]["tolerations"] = [wrong]
         with pytest.raises(AllocationError):
             dra.choose(claim_from(claim_obj("w", [req])), "n1", {})
+
+
+@pytest.mark.parametrize(("expr", "want"), [
+    ('device.attributes["gpu.example.com"].driverVersion.compareTo(semver("550.0.0")) >= 0', ["n1/gpu-0"]),
+    ('device.attributes["gpu.example.com"].driverVersion.isLessThan(semver("550.54.15"))', ["n1/gpu-1"]),
+    ('device.attributes["gpu.example.com"].driverVersion == semver("550.54.15")', ["n1/gpu-0"]),
+    ('device.attributes["gpu.example.com"].driverVersion.major() == 535', ["n1/gpu-1"]),
+    ('semver("1.0.0-rc.2").isLessThan(semver("1.0.0")) && semver("1.0.0-rc.2").isGreaterThan(semver("1.0.0-rc.10"))'
+     ' == false && semver("1.0.0-alpha").isLessThan(semver("1.0.0-alpha.1"))', ["n1/gpu-0", "n1/gpu-1"]),
+    ('isSemver("1.2") || device.attributes["gpu.example.com"].driverVersion.compareTo(semver("x")) == 0', []),
+    ('device.capacity["gpu.example.com"].memory.isGreaterThan(quantity("30Gi"))', ["n1/gpu-0", "n1/gpu-1"]),
+])
+def test_semantic_versions_in_cel_selectors(expr: str, want: list[str]) -> None:
+    sl = slice_of("n1", ("A100", "40Gi"), ("A100", "40Gi"))
+    sl["spec"]["devices"][0]["attributes"]["driverVersion"] = {"version": "550.54.15"}
+    sl["spec"]["devices"][1]["attributes"]["driverVersion"] = {"version": "535.104.5"}
+    dra = cache_with(sl)
+    assert list(dra.eligible(claim_from(claim_obj("c", [exactly("gpu", 1, expr)])))) == want

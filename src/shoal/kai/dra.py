@@ -185,8 +185,16 @@ def _qualified(driver: str, raw: JSON) -> dict[str, dict[str, object]]:
     return out
 
 
+class Version(str):
+    """A device attribute of kind `version` (a semantic version; CEL compares it as one)."""
+
+    __slots__ = ()
+
+
 def _attribute(val: JSON) -> object:
-    for kind in ("int", "bool", "string", "version"):
+    if "version" in val:
+        return Version(val["version"])
+    for kind in ("int", "bool", "string"):
         if kind in val:
             return val[kind]
     return None
