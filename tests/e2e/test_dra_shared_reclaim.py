@@ -28,6 +28,7 @@ from .dra_fixtures import (
 from .scheduler_fixtures import (  # noqa: F401
     create,
     ensure_queue,
+    events_for,
     pod_state,
     shoal_runner,
     wait_until,
@@ -196,3 +197,42 @@ def test_a_tainted_device_is_given_only_to_a_claim_that_tolerates_it(kenv: KEnv,
             assert devices_of(claims_by_pod(kenv)["brave"]) == [(node, "gpu-0")]
         finally:
             kenv.client.delete(ResourceSlice, f"{node}-tainted")
+
+
+def test_partitions_of_a_gpu_wait_until_the_whole_gpu_is_released(kenv: KEnv, shoal_runner: Any) -> None:
+    (node,) = kenv.add_gpu_nodes(1, gpus=0)
+    kenv.wait_nodes_ready([node])
+    queue = f"q-{kenv.node_prefix[-6:]}"
+    ensure_queue(kenv.client, queue)
+    pool = {"name": node, "generation": 1, "resourceSliceCount": 2}
+    slices = {f"{node}-counters": {"sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]},
+              f"{node}-parts": {"devices": [
+                  {"name": name, "attributes": {"size": {"string": size}},
+                   "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": f"{gib}Gi"}}}]}
+                  for name, size, gib in (("whole", "whole", 40), ("half-0", "half", 20), ("half-1", "half", 20))]}}
+    with gpu_driver(kenv, {}) as driver:
+        for name, spec in slices.items():
+            kenv.client.create(ResourceSlice(metadata={"name": name}, spec={
+                "driver": driver, "nodeName": node, "pool": pool, **spec}))
+        try:
+            for size in ("whole", "half"):
+                template(kenv, size, request(driver, f'device.attributes[device.driver].size == "{size}"'))
+            sched = shoal_runner()
+            dra_pod(kenv, "big", sched.scheduler_name, queue, template="whole")
+            wait_until(lambda: pod_state(kenv.client, "big", kenv.namespace)[0], 60, "the whole-GPU pod bound")
+            dra_pod(kenv, "small", sched.scheduler_name, queue, template="half")
+
+            def unschedulable() -> Any:
+                cond = pod_state(kenv.client, "small", kenv.namespace)[2]
+                return cond if cond is not None and cond.reason == "Unschedulable" else None
+            cond = wait_until(unschedulable, 60, "the half-GPU pod reported unschedulable")
+            assert "DRA devices" in cond.message, cond.message
+            assert not devices_of(claims_by_pod(kenv)["small"])
+            kenv.client.delete(Pod, "big", namespace=kenv.namespace, grace_period=0)
+            wait_until(lambda: pod_state(kenv.client, "small", kenv.namespace)[0] == node, 90,
+                       "the half-GPU pod bound once the whole GPU is released")
+            assert devices_of(claims_by_pod(kenv)["small"]) == [(node, "half-0")]
+            assert not [e for e in events_for(kenv.client, "small", kenv.namespace, "FailedBinding")]
+        finally:
+            for name in slices:
+                kenv.client.delete(ResourceSlice, name)

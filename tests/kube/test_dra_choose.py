@@ -14,6 +14,7 @@ from shoal.kai.dra import claim_from
 from shoal.kube.cache import ClusterCache
 from shoal.kube.dra import AllocationError, DraCache
 from shoal.kube.dra_alloc import DraAllocator
+from shoal.model.snapshot import ClusterSnapshot
 
 from .fake_api import FakeApi
 from .test_cache import SCHED, node, queue
@@ -180,3 +181,53 @@ def test_semantic_versions_in_cel_selectors(expr: str, want: list[str]) -> None:
     sl["spec"]["devices"][1]["attributes"]["driverVersion"] = {"version": "535.104.5"}
     dra = cache_with(sl)
     assert list(dra.eligible(claim_from(claim_obj("c", [exactly("gpu", 1, expr)])))) == want
+
+
+def partitioned(node_name: str) -> list[dict[str, Any]]:
+    """One 40 GiB GPU of `node_name` as three devices sharing its counter set: whole, half-0, half-1."""
+    def uses(gib: int) -> list[dict[str, Any]]:
+        return [{"counterSet": "gpu-0", "counters": {"memory": {"value": f"{gib}Gi"}}}]
+    pool = {"name": node_name, "generation": 1, "resourceSliceCount": 2}
+    return [{"metadata": {"name": f"{node_name}-counters"}, "spec": {
+                "driver": DRIVER, "nodeName": node_name, "pool": pool,
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]}},
+            {"metadata": {"name": f"{node_name}-parts"}, "spec": {
+                "driver": DRIVER, "nodeName": node_name, "pool": pool, "devices": [
+                    {"name": name, "attributes": {"size": {"string": size}}, "consumesCounters": uses(gib)}
+                    for name, size, gib in (("whole", "whole", 40), ("half-0", "half", 20), ("half-1", "half", 20))]}}]
+
+
+def allocated(dra: DraCache, name: str, *devices: str) -> None:
+    obj = claim_obj(name, [exactly("gpu", len(devices))])
+    obj["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": d} for d in devices]}}}
+    dra.on_resource_claim("ADDED", None, obj)
+
+
+def test_partitions_of_one_device_are_never_allocated_beyond_its_shared_counters() -> None:
+    dra = cache_with(*partitioned("n1"))
+    halves = claim_from(claim_obj("h", [exactly("gpu", 2, 'device.attributes["gpu.example.com"].size == "half"')]))
+    results, _, _ = dra.choose(halves, "n1", {})
+    assert [r["device"] for r in results] == ["half-0", "half-1"]
+    anything = claim_from(claim_obj("a", [exactly("gpu", 2)]))
+    with pytest.raises(AllocationError, match="shared counters of the free matching devices on n1 are used up"):
+        dra.choose(anything, "n1", {})  # the whole GPU, then no room for a half
+    allocated(dra, "w", "whole")
+    one_half = claim_from(claim_obj("o", [exactly("gpu", 1, 'device.attributes["gpu.example.com"].size == "half"')]))
+    with pytest.raises(AllocationError, match="used up"):
+        dra.choose(one_half, "n1", {})
+    # The core sees no partition the whole GPU's allocation leaves no room for.
+    snap = ClusterSnapshot(now=0.0)
+    dra.fill(snap)
+    assert {sl.name: sl.devices for sl in snap.resource_slices} == {"n1-counters": (), "n1-parts": ("whole",)}
+    dra.on_resource_claim("DELETED", None, claim_obj("w", []))
+    allocated(dra, "x", "half-0")
+    results, _, _ = dra.choose(one_half, "n1", {})
+    assert [r["device"] for r in results] == ["half-1"]
+
+
+def test_a_device_consuming_a_counter_set_its_pool_lacks_is_never_allocated() -> None:
+    _, parts = partitioned("n1")
+    dra = cache_with(parts)  # the counter sets' slice not published (yet)
+    with pytest.raises(AllocationError, match="used up"):
+        dra.choose(claim_from(claim_obj("a", [exactly("gpu")])), "n1", {})

@@ -5,9 +5,10 @@ What is read: a claim's requests (`exactly`: deviceClassName, count, allocationM
 selectors, adminAccess, tolerations; `firstAvailable`: the same per subrequest, named
 `request/subrequest`), its `matchAttribute` constraints (`distinctAttribute` is refused), its
 allocation results and `reservedFor`; a slice's driver, pool (name, generation), where its devices
-are (`nodeName`, `nodeSelector`, `allNodes`) and each device's attributes, capacities and taints; a
-class's CEL selectors. Attribute and capacity names without a domain belong to the driver's domain
-(as Kubernetes' CEL environment sees them).
+are (`nodeName`, `nodeSelector`, `allNodes`), its shared counter sets, and each device's
+attributes, capacities, taints and counter consumption; a class's CEL selectors. Attribute and
+capacity names without a domain belong to the driver's domain (as Kubernetes' CEL environment sees
+them).
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ class Device:
     capacity: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Device taints as (key, value, effect).
     taints: tuple[tuple[str, str, str], ...] = ()
+    #: Partitionable devices: what it takes of its pool's shared counter sets, as (set, ((counter,
+    #: amount), ...)).
+    consumes: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,8 @@ class Slice:
     node_selector: JSON | None
     all_nodes: bool
     devices: tuple[Device, ...]
+    #: `sharedCounters`: counter set -> counter -> amount (a pool's sets, for its devices' `consumes`).
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,9 +211,11 @@ def device_from(driver: str, raw: JSON) -> Device:
     caps = {k: parse_memory((v or {}).get("value", "0")) for k, v in (raw.get("capacity") or {}).items()}
     taints = tuple((str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
                    for t in raw.get("taints") or [])
+    consumes = tuple((str(c.get("counterSet", "")), tuple(_amounts(c.get("counters") or {}).items()))
+                     for c in raw.get("consumesCounters") or [])
     return Device(name=str(raw.get("name", "")), attributes=_qualified(driver, attrs),
                   capacity={d: {n: int(str(v)) for n, v in c.items()} for d, c in _qualified(driver, caps).items()},
-                  taints=taints)
+                  taints=taints, consumes=consumes)
 
 
 def tolerated(dev: Device, req: DeviceRequest) -> bool:
@@ -233,7 +241,13 @@ def slice_from(obj: JSON) -> Slice:
     return Slice(name=str(meta(obj).get("name")), driver=driver, pool=str(pool.get("name", "")),
                  generation=int(pool.get("generation") or 0), node=spec.get("nodeName") or None,
                  node_selector=spec.get("nodeSelector") or None, all_nodes=bool(spec.get("allNodes")),
-                 devices=tuple(device_from(driver, d) for d in spec.get("devices") or []))
+                 devices=tuple(device_from(driver, d) for d in spec.get("devices") or []),
+                 counters={str(cs.get("name", "")): _amounts(cs.get("counters") or {})
+                           for cs in spec.get("sharedCounters") or []})
+
+
+def _amounts(raw: JSON) -> dict[str, int]:
+    return {str(k): parse_memory((v or {}).get("value", "0")) for k, v in raw.items()}
 
 
 def device_class_selectors(obj: JSON) -> tuple[str, ...]:

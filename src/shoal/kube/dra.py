@@ -34,6 +34,7 @@ from shoal.kai.objects import JSON, meta
 from shoal.kai.units import ConvertError
 from shoal.kube.dra_cel import Selectors
 from shoal.kube.dra_choose import pick_devices
+from shoal.kube.dra_counters import Counters
 from shoal.model.dra import ResourceClaim, ResourceSlice, is_gpu_device_class, pod_dra_gpus
 from shoal.model.node import Node
 from shoal.model.resources import GPU
@@ -226,7 +227,9 @@ class DraCache:
             for opt in req.options():
                 if opt.device_class not in self.classes:
                     raise AllocationError(f"device class {opt.device_class!r} of request {opt.name} not found")
-        picked = pick_devices(claim, self.reachable(node, labels), self.in_use(), self.matches, node)
+        used = self.in_use()
+        picked = pick_devices(claim, self.reachable(node, labels), used, self.matches, node,
+                              Counters.of(self.pools(), used))
         if isinstance(picked, str):
             raise AllocationError(picked)
         results = [{"request": r.name, "driver": s.driver, "pool": s.pool, "device": d.name}
@@ -256,9 +259,13 @@ class DraCache:
                 if awaited is not None:
                     claims[(p.namespace, name)] = self._awaited(p.namespace, name, *awaited)
         snapshot.resource_claims = claims
-        snapshot.resource_slices = [ResourceSlice(sl.name, sl.node or "", sl.driver, tuple(d.name for d in sl.devices),
-                                                  sl.pool, None if sl.node else self._reach(sl, snapshot))
-                                    for sl in self.pools()]
+        pools, used = self.pools(), self.in_use()
+        # Partitions whose shared counters allocated devices use up do not exist for the core now.
+        blocked = Counters.of(pools, used).blocked(pools, used) if any(sl.counters for sl in pools) else set()
+        snapshot.resource_slices = [
+            ResourceSlice(sl.name, sl.node or "", sl.driver,
+                          tuple(d.name for d in sl.devices if f"{sl.pool}/{d.name}" not in blocked),
+                          sl.pool, None if sl.node else self._reach(sl, snapshot)) for sl in pools]
         gpus = self.gpus_by_node()
         snapshot.nodes = [dataclasses.replace(n, allocatable={**n.allocatable,
                                                               GPU: n.allocatable.get(GPU, 0) + gpus[n.name]})

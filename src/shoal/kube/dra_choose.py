@@ -6,7 +6,8 @@ A constraint binds every device allocated for the requests it names (all request
 request's name covers its subrequests) to one value of the attribute; a device without the
 attribute cannot serve them. The search backtracks over alternatives and over the attribute values
 a constraint can take (in the order devices come: the node's own first); within one value the
-first free devices are taken. Claims are small (a few requests), so the search is too.
+first free devices are taken whose shared counters (partitionable devices, `kube.dra_counters`)
+still have room. Claims are small (a few requests), so the search is too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from shoal.kai.dra import Claim, Device, DeviceId, DeviceRequest, Slice
+from shoal.kube.dra_counters import Counters
 
 Pick = tuple[DeviceRequest, Slice, Device]
 Matches = Callable[[DeviceRequest, Slice, Device], bool]
@@ -37,6 +39,7 @@ class _Search:
     used: set[DeviceId]
     matches: Matches
     node: str
+    counters: Counters
     #: Why options failed (the first reason per request is reported).
     reasons: list[str] = field(default_factory=list)
 
@@ -58,7 +61,12 @@ class _Search:
             for group, values in self._groups(free, cons, fixed):
                 if len(group) < want or (opt.all and len(group) < len(matching)):
                     continue
-                got = self.run(i + 1, picked + [(opt, sl, dev) for sl, dev in group[:want]], {**fixed, **values})
+                taken = self._take(group, want, picked)
+                if taken is None:
+                    self.reasons.append(f"request {opt.name} of claim {self.claim.namespace}/{self.claim.name}: "
+                                        f"the shared counters of the free matching devices on {self.node} are used up")
+                    continue
+                got = self.run(i + 1, picked + [(opt, sl, dev) for sl, dev in taken], {**fixed, **values})
                 if got is not None:
                     return got
             if cons:
@@ -66,6 +74,24 @@ class _Search:
                 self.reasons.append(f"request {opt.name} of claim {self.claim.namespace}/{self.claim.name}: no "
                                     f"{want} free matching devices for {self.node} share {attrs} (matchAttribute)")
         return None
+
+    def _take(self, group: list[tuple[Slice, Device]], want: int, picked: list[Pick]
+              ) -> list[tuple[Slice, Device]] | None:
+        """The first `want` devices of the group whose counters have room, after those allocated and
+        picked already; None if fewer."""
+        if not any(dev.consumes for _, dev in group):
+            return group[:want]
+        state = self.counters.copy()
+        for _, sl, dev in picked:
+            state.add(sl, dev)
+        out: list[tuple[Slice, Device]] = []
+        for sl, dev in group:
+            if len(out) == want:
+                break
+            if state.fits(sl, dev):
+                state.add(sl, dev)
+                out.append((sl, dev))
+        return out if len(out) == want else None
 
     def _groups(self, free: list[tuple[Slice, Device]], cons: list[int], fixed: dict[int, object]
                 ) -> Iterator[tuple[list[tuple[Slice, Device]], dict[int, object]]]:
@@ -84,9 +110,11 @@ class _Search:
 
 
 def pick_devices(claim: Claim, reachable: list[Slice], used: set[DeviceId], matches: Matches,
-                 node: str) -> list[Pick] | str:
-    """The devices for the claim's requests (an option and its devices per request), or why none."""
-    found = (search := _Search(claim, reachable, used, matches, node)).run(0, [], {})
+                 node: str, counters: Counters | None = None) -> list[Pick] | str:
+    """The devices for the claim's requests (an option and its devices per request), or why none.
+    `counters`: the shared counters with what allocated devices consume (none: all room)."""
+    search = _Search(claim, reachable, used, matches, node, counters or Counters.of(reachable, set()))
+    found = search.run(0, [], {})
     if found is not None:
         return found
     return "; ".join(dict.fromkeys(search.reasons)) or f"claim {claim.namespace}/{claim.name} has no requests"
