@@ -231,3 +231,23 @@ def test_a_device_consuming_a_counter_set_its_pool_lacks_is_never_allocated() ->
     dra = cache_with(parts)  # the counter sets' slice not published (yet)
     with pytest.raises(AllocationError, match="used up"):
         dra.choose(claim_from(claim_obj("a", [exactly("gpu")])), "n1", {})
+
+
+def test_each_cel_expression_is_evaluated_once_per_device_until_its_slice_changes() -> None:
+    dra = cache_with(slice_of("n1", ("A100", "40Gi"), ("H100", "80Gi")), slice_of("n2", ("A100", "40Gi")))
+    calls: list[tuple[str, ...]] = []
+    real = dra.selectors.match
+
+    def counting(exprs: tuple[str, ...], driver: str, dev: Any) -> bool:
+        calls.append(exprs)
+        return real(exprs, driver, dev)
+    dra.selectors.match = counting  # type: ignore[method-assign]
+    for i in range(20):  # claims from one template
+        dra.on_resource_claim("ADDED", None, claim_obj(f"c{i}", [exactly("gpu", 1, BIG)]))
+    snap = ClusterSnapshot(now=0.0)
+    dra.fill(snap)
+    assert len(calls) == 3  # the request's expression on three devices (the class has none)
+    assert snap.resource_claims[("ns", "c7")].eligible == ("n1/gpu-1",)
+    dra.on_resource_slice("MODIFIED", None, slice_of("n2", ("H100", "80Gi")))
+    dra.fill(ClusterSnapshot(now=0.0))
+    assert len(calls) == 4  # only the replaced slice's device again

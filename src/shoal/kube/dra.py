@@ -81,10 +81,17 @@ class DraCache:
     selectors: Selectors = dataclasses.field(default_factory=Selectors)
     devices_generation: int = 0
     _gpus: tuple[int, dict[str, int]] = (-1, {})
-    _eligible: dict[tuple[str, str], tuple[tuple[str, int], tuple[str, ...]]] = \
-        dataclasses.field(default_factory=dict)
+    #: Devices accepted by a claim's options (class, selectors, tolerations), for the devices of
+    #: `_eligible_generation`: claims from one template share the answer.
+    _eligible: dict[tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str], ...]], ...],
+                    tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    _eligible_generation: int = -1
     _feasible: dict[tuple[str, str], tuple[tuple[str, int, int], tuple[str, ...]]] = \
         dataclasses.field(default_factory=dict)
+    #: (CEL expression, slice, device) -> (the device object judged, accepted): cel-python takes
+    #: milliseconds per evaluation, so each expression is evaluated once per device until its slice
+    #: is replaced (claims from one template share their expressions, classes share theirs).
+    _cel: dict[tuple[str, str, str], tuple[Device, bool]] = dataclasses.field(default_factory=dict)
 
     # -- informer handlers -------------------------------------------------------------------
     def on_resource_claim(self, kind: str, old: JSON | None, new: JSON | None) -> None:
@@ -95,6 +102,7 @@ class DraCache:
         key = (str(m.get("namespace", "")), str(m.get("name")))
         if new is None or kind == "DELETED":
             self.claims.pop(key, None)
+            self._feasible.pop(key, None)
         else:
             claim = claim_from(new)
             prev = self.claims.get(key)
@@ -123,6 +131,7 @@ class DraCache:
         name = str(meta(obj).get("name"))
         if new is None or kind == "DELETED":
             self.slices.pop(name, None)
+            self._cel = {k: v for k, v in self._cel.items() if k[1] != name}
         else:
             try:
                 self.slices[name] = slice_from(new)
@@ -161,19 +170,31 @@ class DraCache:
 
     def matches(self, req: DeviceRequest, sl: Slice, dev: Device) -> bool:
         cls = self.classes.get(req.device_class)
-        return cls is not None and tolerated(dev, req) and self.selectors.match(cls + req.selectors, sl.driver, dev)
+        return cls is not None and tolerated(dev, req) and self.accepts(cls + req.selectors, sl, dev)
+
+    def accepts(self, exprs: tuple[str, ...], sl: Slice, dev: Device) -> bool:
+        """Every CEL expression accepts the device (each evaluated once per device object)."""
+        for expr in exprs:
+            key = (expr, sl.name, dev.name)
+            memo = self._cel.get(key)
+            if memo is None or memo[0] is not dev:
+                memo = self._cel[key] = (dev, self.selectors.match((expr,), sl.driver, dev))
+            if not memo[1]:
+                return False
+        return True
 
     def eligible(self, claim: Claim) -> tuple[str, ...]:
         """Devices ("pool/device") some (non-admin) request of the claim accepts."""
-        key = (claim.namespace, claim.name)
-        stamp = (claim.resource_version, self.devices_generation)
-        memo = self._eligible.get(key)
-        if memo is not None and memo[0] == stamp:
-            return memo[1]
+        if self._eligible_generation != self.devices_generation:
+            self._eligible.clear()
+            self._eligible_generation = self.devices_generation
         options = [o for r in claim.requests for o in r.options() if not o.admin_access]
-        out = tuple(sorted({f"{sl.pool}/{dev.name}" for sl in self.pools() for dev in sl.devices
-                            for o in options if self.matches(o, sl, dev)}))
-        self._eligible[key] = (stamp, out)
+        sig = tuple((o.device_class, o.selectors, o.tolerations) for o in options)
+        out = self._eligible.get(sig)
+        if out is None:
+            out = self._eligible[sig] = tuple(sorted({f"{sl.pool}/{dev.name}" for sl in self.pools()
+                                                      for dev in sl.devices for o in options
+                                                      if self.matches(o, sl, dev)}))
         return out
 
     def feasible_nodes(self, claim: Claim, eligible: tuple[str, ...], nodes: list[Node]) -> tuple[str, ...]:
@@ -204,8 +225,7 @@ class DraCache:
             count: dict[str, int] = {}
             for sl in self.pools():
                 if sl.node:
-                    n = sum(1 for d in sl.devices
-                            if any(self.selectors.match(sel, sl.driver, d) for _, sel in gpu_classes))
+                    n = sum(1 for d in sl.devices if any(self.accepts(sel, sl, d) for _, sel in gpu_classes))
                     count[sl.node] = count.get(sl.node, 0) + n
             self._gpus = (self.devices_generation, count)
         return self._gpus[1]
@@ -239,9 +259,11 @@ class DraCache:
 
     # -- the core's view ---------------------------------------------------------------------
     def fill(self, snapshot: ClusterSnapshot) -> None:
-        """Claims, node-local slices, each claim-using pod's DRA GPUs and each node's DRA GPUs (added to
-        its `nvidia.com/gpu`, as the core counts DRA GPUs as whole GPUs) into the snapshot. A pod's
-        template claim not made yet enters as a claim no pod can use (`unusable` says why)."""
+        """Claims (with the devices they accept, whom they are reserved for and, for alternatives or
+        constraints, the nodes where they can be met), slices (network-attached ones with the nodes
+        they reach; partitions without room left out), each claim-using pod's DRA GPUs and each node's
+        DRA GPUs (added to its `nvidia.com/gpu`, as the core counts DRA GPUs as whole GPUs) into the
+        snapshot. A pod's template claim not made yet enters as a claim no pod can use (`unusable`)."""
         users = [p for p in snapshot.pods if p.resource_claims]
         if not self.claims and not self.slices and not users:
             return
