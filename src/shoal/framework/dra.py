@@ -112,11 +112,15 @@ class DraDevices:
         self.reach = np.array(reach, dtype=bool).reshape(len(reach), self.n)
         self.total = np.bincount(np.fromiter(self.device_row.values(), dtype=np.int64),
                                  minlength=self.n).astype(np.int64)
+        # What does not change during the session, per claim: the rows of its allocated node-local
+        # devices, its allocated network-attached devices, and whether others hold it.
+        self.allocated_rows = {key: [self.device_row[d] for d in c.allocated if d in self.device_row]
+                               for key, c in dra.claims.items()}
+        self.allocated_net = {key: [self.net_index[d] for d in c.allocated if d in self.net_index]
+                              for key, c in dra.claims.items()}
+        self.foreign = {key: self._foreign(key) for key in dra.claims}
 
-    def _allocated_rows(self, claim: ResourceClaim) -> list[int]:
-        return [self.device_row[d] for d in claim.allocated if d in self.device_row]
-
-    def foreign(self, key: ClaimKey) -> bool:
+    def _foreign(self, key: ClaimKey) -> bool:
         """The claim is held by pods we do not schedule: no pod of ours uses it, or (when the adapter
         says whom it is reserved for) it is reserved for a pod that is not ours, such as a pod of
         another scheduler sharing it or one of ours that is gone and not released yet."""
@@ -130,8 +134,8 @@ class DraDevices:
         """Rows where the claim holds devices now (`besides` not counted as a holder): where its
         placed consumers are, and where it is allocated if others hold it too."""
         rows = {t.node for t in self.dra.consumers.get(key, ()) if t is not besides and _holds(t)}
-        if self.foreign(key):
-            rows.update(self._allocated_rows(self.dra.claims[key]))
+        if self.foreign[key]:
+            rows.update(self.allocated_rows[key])
         return sorted(rows)
 
     def _usage(self) -> tuple[np.ndarray, np.ndarray]:
@@ -140,13 +144,13 @@ class DraDevices:
         net_taken = np.zeros(len(self.net_index), dtype=bool)
         fresh: list[tuple[int, int]] = []
         for key, claim in self.dra.claims.items():
-            net = [self.net_index[d] for d in claim.allocated if d in self.net_index]
             rows = self.held_on(key)
-            if net and (rows or self.foreign(key)):
+            net = self.allocated_net[key]
+            if net and (rows or self.foreign[key]):
                 net_taken[net] = True
             for row in rows:
                 # its snapshot allocation if all of it is here, else a fresh `count` here
-                own = sum(1 for r in self._allocated_rows(claim) if r == row)
+                own = self.allocated_rows[key].count(row)
                 if (own or net) and own + len(net) == len(claim.allocated):
                     taken[row] += own
                 else:
