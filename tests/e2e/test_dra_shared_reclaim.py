@@ -141,24 +141,26 @@ def test_a_claim_no_device_satisfies_leaves_the_pod_pending_saying_which_and_why
         assert not devices_of(claims_by_pod(kenv)["greedy"])
 
 
-def test_first_available_and_match_attribute_are_allocated_as_the_api_server_accepts(
+def test_first_available_and_constraints_are_allocated_as_the_api_server_accepts(
         kenv: KEnv, shoal_runner: Any) -> None:
     (node,) = kenv.add_gpu_nodes(1, gpus=0)
     kenv.wait_nodes_ready([node])
     queue = f"q-{kenv.node_prefix[-6:]}"
     ensure_queue(kenv.client, queue)
     with gpu_driver(kenv, {}) as driver:
-        # gpu-0 and gpu-2 on NUMA node 0, gpu-1 on 1; none big enough for the preferred alternative
+        # gpu-0, gpu-2, gpu-4 on NUMA node 0, gpu-1, gpu-3 on 1; none big enough for the preferred alternative
         kenv.client.create(ResourceSlice(metadata={"name": f"{node}-numa"}, spec={
             "driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
             "devices": [{"name": f"gpu-{i}", "attributes": {"numa": {"int": i % 2}},
-                         "capacity": {"memory": {"value": "40Gi"}}} for i in range(3)]}))
+                         "capacity": {"memory": {"value": "40Gi"}}} for i in range(5)]}))
         try:
             template(kenv, "pair", {
                 "requests": [{"name": "gpu", "firstAvailable": [
                     {"name": "huge", "deviceClassName": driver, "selectors": [{"cel": {"expression": HUGE}}]},
                     {"name": "two", "deviceClassName": driver, "count": 2}]}],
                 "constraints": [{"matchAttribute": f"{driver}/numa"}]})
+            template(kenv, "spread", {**request(driver, count=2), "constraints": [
+                {"requests": ["gpu"], "distinctAttribute": f"{driver}/numa"}]})
             sched = shoal_runner()
             dra_pod(kenv, "numa", sched.scheduler_name, queue, template="pair")
             try:
@@ -167,6 +169,10 @@ def test_first_available_and_match_attribute_are_allocated_as_the_api_server_acc
                 raise AssertionError(f"{e}\nclaims: {claims_by_pod(kenv)}\nlog:\n{sched.tail()}") from None
             results = claims_by_pod(kenv)["numa"]["status"]["allocation"]["devices"]["results"]
             assert [(r["request"], r["device"]) for r in results] == [("gpu/two", "gpu-0"), ("gpu/two", "gpu-2")]
+            # Two devices on different NUMA nodes among gpu-1 (1), gpu-3 (1) and gpu-4 (0).
+            dra_pod(kenv, "apart", sched.scheduler_name, queue, template="spread")
+            wait_until(lambda: pod_state(kenv.client, "apart", kenv.namespace)[0], 60, "the second pod bound")
+            assert devices_of(claims_by_pod(kenv)["apart"]) == [(node, "gpu-1"), (node, "gpu-4")]
         finally:
             kenv.client.delete(ResourceSlice, f"{node}-numa")
 

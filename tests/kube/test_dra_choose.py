@@ -108,8 +108,6 @@ def test_match_attribute_across_requests_backtracks_to_a_value_both_can_share() 
     c3 = claim_from(claim_obj("c3", [exactly("a", 2), exactly("b", 2)], [{"matchAttribute": "model"}]))
     with pytest.raises(AllocationError, match="matchAttribute"):
         dra.choose(c3, "n1", {})  # four of one model: none
-    assert "distinctAttribute" in claim_from(claim_obj("d", [exactly("a")], [{"distinctAttribute": "model"}])
-                                             ).unsupported
 
 
 def test_the_core_places_a_constrained_claim_only_where_it_can_be_met() -> None:
@@ -141,6 +139,22 @@ def test_a_claim_of_a_gpu_and_a_nic_counts_only_the_gpus_as_gpus() -> None:
     assert (nic_first.count, nic_first.gpus) == (3, 2)
     plain = claim_from(claim_obj("p", [exactly("a", 2), exactly("b")])).to_model(None)
     assert (plain.count, plain.gpus, plain.gpu_count) == (3, 3, None)
+
+
+def test_distinct_attribute_gives_each_device_its_own_value_across_requests() -> None:
+    # n1: gpu-0 (numa 0), gpu-1 (numa 1), gpu-2 (numa 0), gpu-3 (numa 1)
+    dra = cache_with(slice_of("n1", *[("A100", "40Gi")] * 4))
+    two = claim_from(claim_obj("c", [exactly("gpu", 2)], [{"distinctAttribute": "numa"}]))
+    results, _, _ = dra.choose(two, "n1", {})
+    assert [r["device"] for r in results] == ["gpu-0", "gpu-1"]
+    across = claim_from(claim_obj("x", [exactly("a"), exactly("b")], [{"requests": ["a", "b"], "distinctAttribute":
+                                                                       f"{DRIVER}/numa"}]))
+    results, _, _ = dra.choose(across, "n1", {})
+    assert [(r["request"], r["device"]) for r in results] == [("a", "gpu-0"), ("b", "gpu-1")]
+    three = claim_from(claim_obj("t", [exactly("gpu", 3)], [{"distinctAttribute": "numa"}]))
+    with pytest.raises(AllocationError, match=r"have distinct numa \(distinctAttribute\)"):
+        dra.choose(three, "n1", {})  # two NUMA nodes only
+    assert claim_from(claim_obj("u", [exactly("a")], [{"requests": ["a"]}])).unsupported
 
 
 def test_a_tainted_device_serves_only_requests_that_tolerate_its_taint() -> None:

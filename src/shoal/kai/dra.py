@@ -3,7 +3,7 @@ and of a pod's `spec.resourceClaims`, for the live scheduler (the core's view is
 
 What is read: a claim's requests (`exactly`: deviceClassName, count, allocationMode, CEL
 selectors, adminAccess, tolerations; `firstAvailable`: the same per subrequest, named
-`request/subrequest`), its `matchAttribute` constraints (`distinctAttribute` is refused), its
+`request/subrequest`), its `matchAttribute` and `distinctAttribute` constraints, its
 allocation results and `reservedFor`; a slice's driver, pool (name, generation), where its devices
 are (`nodeName`, `nodeSelector`, `allNodes`), its shared counter sets, and each device's
 attributes, capacities, taints and counter consumption; a class's CEL selectors. Attribute and
@@ -101,8 +101,9 @@ class Claim:
     unsupported: str = ""
     #: spec.devices.config (opaque driver parameters, each for some or all requests).
     config: tuple[JSON, ...] = ()
-    #: `matchAttribute` constraints: (requests, or () for all; the fully qualified attribute).
-    constraints: tuple[tuple[tuple[str, ...], str], ...] = ()
+    #: Constraints as (requests, or () for all; the qualified attribute; True for `distinctAttribute`,
+    #: False for `matchAttribute`).
+    constraints: tuple[tuple[tuple[str, ...], str, bool], ...] = ()
 
     @property
     def reserved_uids(self) -> tuple[str, ...]:
@@ -149,10 +150,13 @@ def _request_from(raw: JSON) -> DeviceRequest:
     return _exactly(name, raw.get("exactly") or {})
 
 
-def _constraint_from(raw: JSON) -> tuple[tuple[str, ...], str]:
-    if not raw.get("matchAttribute"):
-        raise ConvertError("device constraints other than matchAttribute (distinctAttribute) are not supported")
-    return tuple(str(r) for r in raw.get("requests") or ()), str(raw["matchAttribute"])
+def _constraint_from(raw: JSON) -> tuple[tuple[str, ...], str, bool]:
+    requests = tuple(str(r) for r in raw.get("requests") or ())
+    if raw.get("matchAttribute"):
+        return requests, str(raw["matchAttribute"]), False
+    if raw.get("distinctAttribute"):
+        return requests, str(raw["distinctAttribute"]), True
+    raise ConvertError("a device constraint with neither matchAttribute nor distinctAttribute")
 
 
 def claim_from(obj: JSON) -> Claim:
@@ -161,7 +165,7 @@ def claim_from(obj: JSON) -> Claim:
     status = obj.get("status") or {}
     unsupported = ""
     requests: list[DeviceRequest] = []
-    constraints: list[tuple[tuple[str, ...], str]] = []
+    constraints: list[tuple[tuple[str, ...], str, bool]] = []
     try:
         requests = [_request_from(r) for r in spec.get("requests") or []]
         constraints = [_constraint_from(c) for c in spec.get("constraints") or []]

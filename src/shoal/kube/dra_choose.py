@@ -1,13 +1,14 @@
 """Choosing the devices of one ResourceClaim among the slices a node reaches, as kube-scheduler's
 structured-parameters allocator does: requests in order, each satisfied by its first alternative
-(`firstAvailable` subrequest) that can be, honouring the claim's `matchAttribute` constraints.
+(`firstAvailable` subrequest) that can be, honouring the claim's constraints.
 
-A constraint binds every device allocated for the requests it names (all requests if none; a
-request's name covers its subrequests) to one value of the attribute; a device without the
-attribute cannot serve them. The search backtracks over alternatives and over the attribute values
-a constraint can take (in the order devices come: the node's own first); within one value the
-first free devices are taken whose shared counters (partitionable devices, `kube.dra_counters`)
-still have room. Claims are small (a few requests), so the search is too.
+A constraint covers every device allocated for the requests it names (all requests if none; a
+request's name covers its subrequests); a device without its attribute cannot serve them.
+`matchAttribute` binds them to one value of the attribute, `distinctAttribute` gives each its own
+value. The search backtracks over alternatives and over the values a `matchAttribute` can take (in
+the order devices come: the node's own first); within one value the first free devices are taken
+whose `distinctAttribute` values are new and whose shared counters (partitionable devices,
+`kube.dra_counters`) still have room. Claims are small (a few requests), so the search is too.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ def attribute(sl: Slice, dev: Device, name: str) -> object | None:
     return dev.attributes.get(domain or sl.driver, {}).get(attr)
 
 
-def _applies(requests: tuple[str, ...], option: DeviceRequest, main: str) -> bool:
-    return not requests or main in requests or option.name in requests
+def _applies(requests: tuple[str, ...], option: DeviceRequest) -> bool:
+    return not requests or option.name.split("/")[0] in requests or option.name in requests
 
 
 @dataclass
@@ -57,14 +58,14 @@ class _Search:
                 self.reasons.append(f"request {opt.name} of claim {self.claim.namespace}/{self.claim.name}: "
                                     f"{len(free)} free matching devices for {self.node}, {want} wanted")
                 continue
-            cons = [k for k, (names, _) in enumerate(self.claim.constraints) if _applies(names, opt, req.name)]
+            cons = [k for k, (names, _, distinct) in enumerate(self.claim.constraints)
+                    if not distinct and _applies(names, opt)]
             for group, values in self._groups(free, cons, fixed):
                 if len(group) < want or (opt.all and len(group) < len(matching)):
                     continue
-                taken = self._take(group, want, picked)
+                taken = self._take(opt, group, want, picked)
                 if taken is None:
-                    self.reasons.append(f"request {opt.name} of claim {self.claim.namespace}/{self.claim.name}: "
-                                        f"the shared counters of the free matching devices on {self.node} are used up")
+                    self.reasons.append(self._short(opt, want))
                     continue
                 got = self.run(i + 1, picked + [(opt, sl, dev) for sl, dev in taken], {**fixed, **values})
                 if got is not None:
@@ -75,12 +76,25 @@ class _Search:
                                     f"{want} free matching devices for {self.node} share {attrs} (matchAttribute)")
         return None
 
-    def _take(self, group: list[tuple[Slice, Device]], want: int, picked: list[Pick]
+    def _short(self, opt: DeviceRequest, want: int) -> str:
+        """Why `_take` found too few devices."""
+        distinct = sorted({attr for names, attr, d in self.claim.constraints if d and _applies(names, opt)})
+        why = (f"no {want} free matching devices for {self.node} have distinct {', '.join(distinct)} "
+               f"(distinctAttribute) and room in their shared counters" if distinct else
+               f"the shared counters of the free matching devices on {self.node} are used up")
+        return f"request {opt.name} of claim {self.claim.namespace}/{self.claim.name}: {why}"
+
+    def _take(self, opt: DeviceRequest, group: list[tuple[Slice, Device]], want: int, picked: list[Pick]
               ) -> list[tuple[Slice, Device]] | None:
-        """The first `want` devices of the group whose counters have room, after those allocated and
-        picked already; None if fewer."""
-        if not any(dev.consumes for _, dev in group):
+        """The first `want` devices of the group with values of their distinctAttribute constraints
+        not taken yet and room in their counters, after those allocated and picked already; None if
+        fewer."""
+        distinct = [attr for names, attr, d in self.claim.constraints if d and _applies(names, opt)]
+        if not distinct and not any(dev.consumes for _, dev in group):
             return group[:want]
+        seen = {attr: {attribute(sl, dev, attr) for o, sl, dev in picked
+                       if any(d and a == attr and _applies(n, o) for n, a, d in self.claim.constraints)}
+                for attr in distinct}
         state = self.counters.copy()
         for _, sl, dev in picked:
             state.add(sl, dev)
@@ -88,9 +102,13 @@ class _Search:
         for sl, dev in group:
             if len(out) == want:
                 break
-            if state.fits(sl, dev):
-                state.add(sl, dev)
-                out.append((sl, dev))
+            values = [(attr, attribute(sl, dev, attr)) for attr in distinct]
+            if any(v is None or v in seen[attr] for attr, v in values) or not state.fits(sl, dev):
+                continue
+            state.add(sl, dev)
+            for attr, v in values:
+                seen[attr].add(v)
+            out.append((sl, dev))
         return out if len(out) == want else None
 
     def _groups(self, free: list[tuple[Slice, Device]], cons: list[int], fixed: dict[int, object]
