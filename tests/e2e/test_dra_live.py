@@ -110,8 +110,9 @@ def test_a_pod_whose_template_does_not_exist_yet_waits_saying_so_then_binds(kenv
         assert devices_of(claims_by_pod(kenv)["early"]) == [(node, "gpu-0")]
 
 
+@pytest.mark.parametrize("per_device", [False, True], ids=["slice-selector", "per-device-selector"])
 def test_a_claim_only_a_network_attached_device_satisfies_binds_where_it_reaches(
-        kenv: KEnv, shoal_runner: Any) -> None:
+        kenv: KEnv, shoal_runner: Any, per_device: bool) -> None:
     rack = f"r-{kenv.node_prefix[-6:]}"
     (plain,) = kenv.add_gpu_nodes(1, gpus=0)
     (racked,) = kenv.add_gpu_nodes(1, gpus=0, labels={"e2e.shoal.dev/rack": rack})
@@ -121,10 +122,13 @@ def test_a_claim_only_a_network_attached_device_satisfies_binds_where_it_reaches
     selector = {"nodeSelectorTerms": [{"matchExpressions": [
         {"key": "e2e.shoal.dev/rack", "operator": "In", "values": [rack]}]}]}
     with gpu_driver(kenv, {plain: ("80Gi", 1)}) as driver:  # the plain node's own GPU is too small
+        device: dict[str, Any] = {"name": "pooled-0", "capacity": {"memory": {"value": "192Gi"}}}
+        where = {"perDeviceNodeSelection": True} if per_device else {"nodeSelector": selector}
+        if per_device:
+            device["nodeSelector"] = selector
         kenv.client.create(ResourceSlice(metadata={"name": rack}, spec={
-            "driver": driver, "nodeSelector": selector, "pool": {"name": rack, "generation": 1,
-                                                                 "resourceSliceCount": 1},
-            "devices": [{"name": "pooled-0", "capacity": {"memory": {"value": "192Gi"}}}]}))
+            "driver": driver, **where, "pool": {"name": rack, "generation": 1, "resourceSliceCount": 1},
+            "devices": [device]}))
         try:
             template(kenv, "huge", request(driver, HUGE))
             sched = shoal_runner()

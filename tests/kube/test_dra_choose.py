@@ -14,6 +14,7 @@ from shoal.kai.dra import claim_from
 from shoal.kube.cache import ClusterCache
 from shoal.kube.dra import AllocationError, DraCache
 from shoal.kube.dra_alloc import DraAllocator
+from shoal.model.node import Node
 from shoal.model.snapshot import ClusterSnapshot
 
 from .fake_api import FakeApi
@@ -265,3 +266,25 @@ def test_each_cel_expression_is_evaluated_once_per_device_until_its_slice_change
     dra.on_resource_slice("MODIFIED", None, slice_of("n2", ("H100", "80Gi")))
     dra.fill(ClusterSnapshot(now=0.0))
     assert len(calls) == 4  # only the replaced slice's device again
+
+
+def test_per_device_node_selection_places_each_device_where_it_says() -> None:
+    rack = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+    obj = {"metadata": {"name": "mixed"}, "spec": {
+        "driver": DRIVER, "pool": {"name": "mixed", "generation": 1}, "perDeviceNodeSelection": True, "devices": [
+            {"name": "local", "nodeName": "n1", "capacity": {"memory": {"value": "40Gi"}}},
+            {"name": "racked", "nodeSelector": rack, "capacity": {"memory": {"value": "80Gi"}}},
+            {"name": "anywhere", "allNodes": True, "capacity": {"memory": {"value": "80Gi"}}}]}}
+    dra = cache_with(obj)
+    assert sorted(dra.slices) == ["mixed/anywhere", "mixed/local", "mixed/racked"]
+    big = claim_from(claim_obj("b", [exactly("gpu", 2, BIG)]))
+    results, selector, _ = dra.choose(big, "n2", {"rack": "r1"})
+    assert [r["device"] for r in results] == ["racked", "anywhere"] and selector == rack
+    with pytest.raises(AllocationError, match="1 free matching devices for n1, 2 wanted"):
+        dra.choose(big, "n1", {})
+    snap = ClusterSnapshot(now=0.0, nodes=[Node("n1", {}), Node("n2", {}, labels={"rack": "r1"})])
+    dra.fill(snap)
+    assert {sl.name: (sl.node, sl.reach) for sl in snap.resource_slices} == {
+        "mixed/local": ("n1", None), "mixed/racked": ("", ("n2",)), "mixed/anywhere": ("", ("n1", "n2"))}
+    dra.on_resource_slice("DELETED", None, obj)
+    assert not dra.slices

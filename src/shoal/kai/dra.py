@@ -5,7 +5,7 @@ What is read: a claim's requests (`exactly`: deviceClassName, count, allocationM
 selectors, adminAccess, tolerations; `firstAvailable`: the same per subrequest, named
 `request/subrequest`), its `matchAttribute` and `distinctAttribute` constraints, its
 allocation results and `reservedFor`; a slice's driver, pool (name, generation), where its devices
-are (`nodeName`, `nodeSelector`, `allNodes`), its shared counter sets, and each device's
+are (`nodeName`, `nodeSelector`, `allNodes`, or per device), its shared counter sets, and each device's
 attributes, capacities, taints and counter consumption; a class's CEL selectors. Attribute and
 capacity names without a domain belong to the driver's domain (as Kubernetes' CEL environment sees
 them).
@@ -14,7 +14,7 @@ them).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shoal.kai.objects import JSON, meta
 from shoal.kai.units import ConvertError
@@ -248,6 +248,20 @@ def slice_from(obj: JSON) -> Slice:
                  devices=tuple(device_from(driver, d) for d in spec.get("devices") or []),
                  counters={str(cs.get("name", "")): _amounts(cs.get("counters") or {})
                            for cs in spec.get("sharedCounters") or []})
+
+
+def slices_from(obj: JSON) -> list[Slice]:
+    """The slice, or with `perDeviceNodeSelection` one slice per device (named `slice/device`) with
+    the device's own `nodeName`, `nodeSelector` or `allNodes`."""
+    whole = slice_from(obj)
+    spec = obj.get("spec") or {}
+    if not spec.get("perDeviceNodeSelection"):
+        return [whole]
+    out = []
+    for raw, dev in zip(spec.get("devices") or [], whole.devices):
+        out.append(replace(whole, name=f"{whole.name}/{dev.name}", devices=(dev,), node=raw.get("nodeName") or None,
+                           node_selector=raw.get("nodeSelector") or None, all_nodes=bool(raw.get("allNodes"))))
+    return out
 
 
 def _amounts(raw: JSON) -> dict[str, int]:

@@ -26,7 +26,7 @@ from shoal.kai.dra import (
     device_class_config,
     device_class_selectors,
     parse_awaited_claim,
-    slice_from,
+    slices_from,
     template_from,
     tolerated,
 )
@@ -129,15 +129,16 @@ class DraCache:
         if obj is None:
             return
         name = str(meta(obj).get("name"))
+        # A slice with per-device node selection is kept as one slice per device ("name/device").
+        for key in [k for k in self.slices if k == name or k.startswith(f"{name}/")]:
+            del self.slices[key]
         if new is None or kind == "DELETED":
-            self.slices.pop(name, None)
-            self._cel = {k: v for k, v in self._cel.items() if k[1] != name}
+            self._cel = {k: v for k, v in self._cel.items() if k[1] != name and not k[1].startswith(f"{name}/")}
         else:
             try:
-                self.slices[name] = slice_from(new)
+                self.slices.update((sl.name, sl) for sl in slices_from(new))
                 self.problems.pop(("ResourceSlice", name), None)
             except (ConvertError, ValueError, TypeError) as e:
-                self.slices.pop(name, None)
                 self.problems[("ResourceSlice", name)] = str(e)
         self.devices_generation += 1
         self.on_change()
