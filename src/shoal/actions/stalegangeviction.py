@@ -22,10 +22,19 @@ def is_stale(job: Job) -> bool:
 def run(ssn: Session) -> None:
     for uid in sorted(ssn.jobs):
         job = ssn.jobs[uid]
-        if job.fault:
+        if job.fault or _plainly_fresh(job):
             continue
         with isolated(ssn, job, "stalegangeviction"):
             _check(ssn, job)
+
+
+def _plainly_fresh(job: Job) -> bool:
+    """Not stale now and not before, read from the session's counters alone (which cannot raise):
+    most running jobs, skipped without an isolation scope each (a cycle of 20,000 jobs spent a
+    third of this action opening and closing those scopes)."""
+    if job.stale_since is not None or job.pg.uses_min_subgroup:
+        return False
+    return all(ps.active_used >= ps.min_available for ps in job.pod_sets.values())
 
 
 def _check(ssn: Session, job: Job) -> None:
