@@ -19,11 +19,12 @@ from shoal.framework.cycle_state import CycleState
 from shoal.framework.decisions import Decisions
 from shoal.framework.jobs import Job, PodSet, Task, build_queue_tree
 from shoal.framework.nodestate import NodeState
+from shoal.framework.placement import place_running
 from shoal.model.pod import Pod, portion_for_memory
 from shoal.model.podgroup import DEFAULT_POD_SET
 from shoal.model.resources import BASE_RESOURCES, CPU_COL, GPU_COL, MEM_COL, MILLI, PODS_COL, ResourceSpace
 from shoal.model.snapshot import ClusterSnapshot
-from shoal.model.status import ACTIVE_USED, ALLOCATED_SET, PodStatus
+from shoal.model.status import ALLOCATED_SET, PodStatus
 from shoal.model.topology import TopologyConstraint
 
 logger = logging.getLogger(__name__)
@@ -196,39 +197,8 @@ class Session:
             self.tasks[task.uid] = task
 
     def _place_running_tasks(self) -> None:
-        """Put every active-used pod on its node. Whole-resource pods that simply run are added in
-        one vectorised step (the common case: thousands of running pods); the rest one by one, in
-        pod-name order, with KAI's per-status and shared-GPU accounting."""
-        running = [t for t in self.tasks.values() if t.status & ACTIVE_USED and t.pod.node in self.nodes.index]
-        running.sort(key=lambda t: t.pod.name)
-        simple = [t for t in running
-                  if not t.pod.gpu.is_shared and t.status not in (PodStatus.PIPELINED, PodStatus.RELEASING)]
-        if simple:
-            idx = np.fromiter((self.nodes.index[t.pod.node] for t in simple), dtype=np.int64,  # type: ignore[index]
-                              count=len(simple))
-            vecs = np.stack([t.vec for t in simple])
-            np.add.at(self.nodes.used, idx, vecs)
-            np.subtract.at(self.nodes.idle, idx, vecs)
-            self.nodes.bump_many(idx)
-            for t, i in zip(simple, idx.tolist()):
-                t.node = i
-                t.accepted_gpu = t.pod.gpu_quota_milli
-            self.placed[[t.ordinal for t in simple]] = idx
-        done = {id(t) for t in simple}
-        for task in running:
-            if id(task) in done:
-                continue
-            i = self.nodes.index[task.pod.node]  # type: ignore[index]
-            groups = list(task.pod.gpu_groups)
-            if task.pod.gpu.is_shared:
-                taken: set[str] = set()
-                while len(groups) < task.pod.gpu.devices:
-                    # A running shared pod without known groups gets fresh, distinct devices.
-                    name = self.nodes.fresh_group_name(i, taken | {f"~{task.uid}"})
-                    name = f"{name}-{task.uid}"
-                    taken.add(name)
-                    groups.append(name)
-            self.place(task, i, task.status, groups)
+        """Put every active-used pod on its node (framework.placement)."""
+        place_running(self)
 
     def _account_queues(self) -> None:
         """Queue allocation (allocated statuses) and request (plus pending pods), summed per leaf
