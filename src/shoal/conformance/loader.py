@@ -233,11 +233,36 @@ def _job(raw: dict[str, Any], dj: dict[str, Any]) -> tuple[PodGroup, list[Pod]]:
     pods = []
     for i, t in enumerate(tasks):
         pods.append(_pod(name, i, t, raw, req))
+    if req.get("gpu_fraction") and not any(t.get("required_gpus") is not None for t in tasks):
+        pg.allocated_bias = kai_builder_bias(pods)
     if any(p.status & ALLOCATED for p in pods):
         pg.last_start_time = NOW - MINUTE
     if raw.get("stale_duration_seconds") is not None:
         pg.stale_since = NOW - float(raw["stale_duration_seconds"])
     return pg, pods
+
+
+def kai_builder_bias(pods: list[Pod]) -> tuple[float, float, float]:
+    """What KAI's test builder puts in a fractional job's `Allocated` beyond its allocated pods.
+
+    KAI's scenario builder (`test_utils/jobs_fake`, `resourceFractionCalc`) counts a job of
+    GPU-fraction pods once per node its pods are on (the first such pod's CPU, memory and GPU
+    share), where KAI's cache counts every allocated pod. KAI keeps `Allocated` up to date as
+    pods change status, so the difference stays for the whole session and shows where KAI reads
+    it: the victims' resources in the queue order of victim queues. KAI's decisions in these
+    scenarios (its corpus, kai-oracle's) depend on it, so the scenario carries it; a live job has
+    none. Returned in core units (GPU milli, CPU milli, bytes)."""
+    first: dict[str, Pod] = {}
+    for p in pods:
+        if p.node and p.node not in first:
+            first[p.node] = p
+
+    def total(ps: list[Pod]) -> tuple[float, float, float]:
+        gpu = sum(float(p.gpu.portion_milli * p.gpu.devices) for p in ps)
+        return gpu, float(sum(p.cpu_milli for p in ps)), float(sum(p.memory for p in ps))
+
+    builder, real = total(list(first.values())), total([p for p in pods if p.status & ALLOCATED])
+    return builder[0] - real[0], builder[1] - real[1], builder[2] - real[2]
 
 
 def _tree_pod_sets(node: dict[str, Any], parent: str, derived: list[PodSetSpec],

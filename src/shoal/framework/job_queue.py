@@ -204,9 +204,14 @@ def job_allocated(job: Job) -> np.ndarray:
     return job.cached("allocated", job.tasks[0].job.version, lambda: _allocated_share(job))
 
 
+def _bias(job: Job) -> tuple[float, float, float]:
+    # Only the session's own job carries it (KAI's clones recount their tasks).
+    return job.pg.allocated_bias if job.tasks[0].job is job else (0.0, 0.0, 0.0)
+
+
 def _allocated_share(job: Job) -> np.ndarray:
     # Summed in plain floats in the order float64 vectors would be: the same values.
-    gpu = cpu = mem = 0.0
+    gpu, cpu, mem = _bias(job)
     for t in job.tasks:
         if t.status in ALLOCATED_SET:
             g, c, m = t.quota()

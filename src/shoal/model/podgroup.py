@@ -62,6 +62,10 @@ class PodGroup:
     #: gang failed once and is not tried again (KAI: by this node pool's scheduler) until the
     #: condition is cleared. Such a gang is left out of every action and its status untouched.
     backoff_blocked: bool = False
+    #: Conformance scenarios only: what KAI's test builder adds to the job's `Allocated` beyond
+    #: the sum of its allocated pods (GPU milli, CPU milli, memory bytes); see
+    #: `shoal.conformance.loader.kai_builder_bias`. Zero for every live job.
+    allocated_bias: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def __post_init__(self) -> None:
         if not self.pod_sets:
