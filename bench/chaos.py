@@ -118,7 +118,7 @@ class Run:
         self.monitor.expect_deleted(list(self.pods()))
         self.kenv.client.deletecollection(Pod, namespace=NS, grace_period=0)
         self.kenv.client.deletecollection(PodGroupRes, namespace=NS)
-        wait(lambda: not self.kenv.client.list(Pod, namespace=NS), 120, 0.5)
+        wait(lambda: not list(self.kenv.client.list(Pod, namespace=NS)), 120, 0.5)
 
 
 def scene(run: Run, kind: str, r: int) -> tuple[list[str], Callable[[], bool]]:
