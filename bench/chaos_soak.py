@@ -2,7 +2,8 @@
 
     python bench/chaos.py --soak MINUTES [--seed 19] [--kubeconfig DIR/admin.kubeconfig]
 
-One `shoal run` (leader election on, GPU sharing in its default mode) on 8 kwok nodes x 8 GPUs.
+One `shoal run` (leader election on, `--gpu-sharing reservation` with the e2e tests' fake device
+plugin, so every shared GPU gets and loses its reservation pod) on 8 kwok nodes x 8 GPUs.
 The churn, all the time: every second a seeded random batch is created (a gang of 2-8 one-GPU pods,
 or 1-4 single-GPU pods, or 1-4 half-GPU pods, each batch with its own PodGroup when a gang) and,
 while more than 48 pods exist, the oldest batches are deleted, so the cluster stays nearly full
@@ -26,6 +27,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Pod
 from tests.e2e.cluster import Cluster, KEnv
 from tests.e2e.scheduler_fixtures import PodGroupRes, ShoalProcess, ensure_queue, pod_manifest
+from tests.e2e.sharing_fixtures import FakeDevicePlugin
 
 NS, SCHEDULER = "soak", "shoal-soak"
 SAMPLE_S, LIVE_PODS = 15.0, 48
@@ -56,7 +58,7 @@ class Churn:
         self.kenv, self.rng = kenv, rng
         self.batches: deque[tuple[str | None, list[str]]] = deque()
         self.created = self.deleted = 0
-        self.recent: deque[tuple[float, str]] = deque()
+        self.recent: deque[tuple[float, str]] = deque(maxlen=2000)
         self.n = 0
 
     def step(self) -> None:
@@ -89,9 +91,9 @@ class Churn:
 
     def unbound_recent(self, window: float) -> tuple[int, int]:
         """(pods created in the last `window` s still existing, how many of them are unbound)."""
-        cutoff = time.monotonic() - window - 5  # a pod created just now may not be bound yet
+        hi = time.monotonic() - 5  # a pod created in the last seconds may not be bound yet
         pods = {p.metadata.name: p.spec.nodeName for p in self.kenv.client.list(Pod, namespace=NS)}
-        recent = [n for t, n in self.recent if cutoff - window <= t <= cutoff and n in pods]
+        recent = [n for t, n in self.recent if hi - window <= t <= hi and n in pods]
         return len(recent), sum(1 for n in recent if not pods[n])
 
 
@@ -102,7 +104,9 @@ def soak(cluster: Cluster, minutes: float, seed: int) -> bool:
     kenv.wait_nodes_ready(kenv.add_gpu_nodes(8, gpus=8), timeout=120)
     ensure_queue(client, "soak")
     logs = Path(tempfile.mkdtemp(prefix="shoal-soak-logs-"))
-    proc = ShoalProcess(cluster, SCHEDULER, logs / "shoal.log", ["--leader-elect", "--lease-name", "shoal-soak"])
+    plugin = FakeDevicePlugin(cluster).start()
+    proc = ShoalProcess(cluster, SCHEDULER, logs / "shoal.log", ["--leader-elect", "--lease-name", "shoal-soak",
+                                                                 "--gpu-sharing", "reservation"])
     proc.start()
     assert proc.proc is not None
     churn, rng = Churn(kenv, random.Random(seed)), random.Random(seed)
@@ -121,6 +125,7 @@ def soak(cluster: Cluster, minutes: float, seed: int) -> bool:
         recent, unbound = churn.unbound_recent(60)
     finally:
         proc.stop()
+        plugin.stop()
     second_half = [s for s in samples if s[0] >= samples[-1][0] / 2]
     rss = [r for _, r in samples]
     print(f"\nsoak: {samples[-1][0] / 60:.1f} min, {churn.created} pods created, {churn.deleted} deleted, "

@@ -53,6 +53,7 @@ class FakeDevicePlugin:
     #: Nodes whose reservation pods get no device (the agent "never starts" there).
     silent_nodes: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
+    #: Reservation pod uid -> the device it was given.
     served: dict[str, str] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -90,7 +91,9 @@ class FakeDevicePlugin:
                 continue
             taken = {(p["metadata"].get("annotations") or {}).get(RESERVED_DEVICE_ANNOTATION)
                      for p in live if p["spec"].get("nodeName") == node}
-            taken |= {dev for n, dev in self.served.items() if n in {p["metadata"]["name"] for p in live}}
+            # Served but not yet seen annotated; by uid: shoal may delete a reservation pod and create
+            # another of the same name at once, whose device is not the old one's.
+            taken |= {dev for uid, dev in self.served.items() if uid in {p["metadata"]["uid"] for p in live}}
             try:
                 count = int((await client.get(NODES, node))["status"]["allocatable"].get("nvidia.com/gpu", "0"))
             except ApiError as e:  # a node of an earlier test, gone
@@ -103,7 +106,7 @@ class FakeDevicePlugin:
                 continue
             env = {"POD_NAME": name, "POD_NAMESPACE": RESERVATION_NAMESPACE, VISIBLE_DEVICES: free[0]}
             await run_agent(client, env, once=True)
-            self.served[name] = free[0]
+            self.served[pod["metadata"]["uid"]] = free[0]
 
 
 @pytest.fixture
