@@ -264,7 +264,8 @@ def main_run(args: argparse.Namespace, cluster: Cluster) -> bool:
         for p in run.procs.values():
             p.stop()
     ok = report(run.rows, found, plugin.errors, time.monotonic() - t0)
-    print(f"logs in {logs}; seed {args.seed}; {args.nodes} nodes x 8 GPUs; Monitor polls {run.monitor.polls}")
+    print(f"logs in {logs}; seed {args.seed}; {args.nodes} nodes x 8 GPUs; Monitor polls {run.monitor.polls}, "
+          f"evictions it checked for a reason event {len(run.monitor.evicted)}")
     return ok
 
 

@@ -3,15 +3,15 @@
     python bench/chaos.py --soak MINUTES [--seed 19] [--kubeconfig DIR/admin.kubeconfig]
 
 One `shoal run` (leader election on, `--gpu-sharing reservation` with the e2e tests' fake device
-plugin, so every shared GPU gets and loses its reservation pod) on 8 kwok nodes x 8 GPUs.
-The churn, all the time: every second a seeded random batch is created (a gang of 2-8 one-GPU pods,
-or 1-4 single-GPU pods, or 1-4 half-GPU pods, each batch with its own PodGroup when a gang) and,
-while more than 48 pods exist, the oldest batches are deleted, so the cluster stays nearly full
-and shoal binds, forgets and re-binds continuously. Every 15 s shoal's resident set size
-(/proc/PID/status VmRSS) is sampled and printed with the pods created and deleted so far. At the
-end: the least-squares RSS slope in MiB/hour over all samples and over the second half (after
-warm-up: caches, interned strings, allocator arenas), the first, last and peak RSS, and whether
-the pods created in the last minute were bound (scheduling still keeps up).
+plugin, so every shared GPU gets and loses its reservation pod) on 8 kwok nodes x 8 GPUs. The churn,
+all the time: every second a seeded random batch is created (a gang of 2-8 one-GPU pods, or 1-4
+single-GPU pods, or 1-4 half-GPU pods, each batch with its own PodGroup when a gang) and, while more
+than 48 pods exist, the oldest batches are deleted, so the cluster stays nearly full and shoal
+binds, forgets and re-binds continuously. Every 15 s shoal's resident set size (/proc/PID/status
+VmRSS) is sampled and printed with the pods created and deleted so far. At the end: the least-
+squares RSS slope in MiB/hour over all samples, over those after the first 2 minutes and over the
+second half (after warm-up: caches, interned strings, allocator arenas), the first, last and peak
+RSS, and whether the pods created in the last minute were bound (scheduling still keeps up).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tests.e2e.scheduler_fixtures import PodGroupRes, ShoalProcess, ensure_queue
 from tests.e2e.sharing_fixtures import FakeDevicePlugin
 
 NS, SCHEDULER = "soak", "shoal-soak"
-SAMPLE_S, LIVE_PODS = 15.0, 48
+SAMPLE_S, LIVE_PODS, WARMUP_S = 15.0, 48, 120.0
 
 
 def rss_mib(pid: int) -> float:
@@ -109,6 +109,9 @@ def soak(cluster: Cluster, minutes: float, seed: int) -> bool:
                                                                  "--gpu-sharing", "reservation"])
     proc.start()
     assert proc.proc is not None
+    deadline = time.monotonic() + 120
+    while "caches synced" not in proc.tail(10**6) and time.monotonic() < deadline:
+        time.sleep(0.5)  # sample a running scheduler, not the interpreter starting
     churn, rng = Churn(kenv, random.Random(seed)), random.Random(seed)
     samples: list[tuple[float, float]] = []
     t0 = next_sample = time.monotonic()
@@ -126,12 +129,14 @@ def soak(cluster: Cluster, minutes: float, seed: int) -> bool:
     finally:
         proc.stop()
         plugin.stop()
+    warm = [s for s in samples if s[0] >= WARMUP_S]
     second_half = [s for s in samples if s[0] >= samples[-1][0] / 2]
     rss = [r for _, r in samples]
     print(f"\nsoak: {samples[-1][0] / 60:.1f} min, {churn.created} pods created, {churn.deleted} deleted, "
           f"{len(samples)} samples; logs in {logs}")
     print(f"RSS first {rss[0]:.1f} MiB, last {rss[-1]:.1f} MiB, peak {max(rss):.1f} MiB")
     print(f"RSS slope: {slope_per_hour(samples):+.1f} MiB/hour over the whole run, "
+          f"{slope_per_hour(warm):+.1f} MiB/hour after the first {WARMUP_S / 60:.0f} min, "
           f"{slope_per_hour(second_half):+.1f} MiB/hour over the second half")
     print(f"pods created in the minute before the end (still existing): {recent}, unbound: {unbound}")
     return unbound == 0
