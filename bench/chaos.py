@@ -157,11 +157,11 @@ def strike(run: Run, fault: str) -> None:
         run.procs.pop(holder).kill()
         run.start(f"{holder.split('-')[0]}-{run.started}")
     elif fault == "restart-apiserver":
-        run.cluster.restart("kube-apiserver")
+        run.cluster.restart("kube-apiserver", kubelet=False)
     elif fault == "restart-etcd":
-        run.cluster.restart("etcd")
+        run.cluster.restart("etcd", kubelet=False)
     elif fault == "expire-watches":
-        run.cluster.expire_watches()
+        run.cluster.expire_watches(kubelet=False)
     elif fault == "steal-lease":
         obj = run.kenv.client.get(Lease, LEASE, namespace="shoal-system")
         obj.spec.holderIdentity = "intruder"

@@ -75,15 +75,22 @@ class Cluster:
         path = self.admin_kubeconfig if who == "admin" else self.scheduler_kubeconfig
         return Client(config=KubeConfig.from_file(path), field_manager="shoal-e2e")
 
-    def restart(self, process: str, signal: str = "KILL") -> float:
+    def restart(self, process: str, signal: str = "KILL", *, kubelet: bool = True) -> float:
         """Stop ``process`` (etcd, kube-apiserver, ...) with ``signal`` and start it again with the same
-        ports and data dir; return the seconds until it served again (the API server: RBAC included)."""
+        ports and data dir; return the seconds until it served again (the API server: RBAC included).
+
+        kwok, the fake kubelet, stops starting pods after an etcd or API server restart (its pod watch
+        does not come back), which would strand every later test of the session: with ``kubelet`` it
+        is restarted too once the control plane serves (not counted in the seconds returned)."""
         t0 = time.monotonic()
         res = subprocess.run([str(SCRIPT), "restart", str(self.dir), process, signal], capture_output=True,
                              text=True, timeout=180)
         assert res.returncode == 0, f"restart {process} failed:\n{res.stderr[-3000:]}"
         eventually(self._serving, 60, what=f"the API server serving pods and nodes after restarting {process}")
-        return time.monotonic() - t0
+        took = time.monotonic() - t0
+        if kubelet and process in ("etcd", "kube-apiserver"):
+            self.restart("kwok", "TERM")
+        return took
 
     def _serving(self) -> bool:
         """Pods and nodes can be listed: the API server's watch caches are initialised again (until
@@ -102,14 +109,14 @@ class Cluster:
             client.close()
         return True
 
-    def expire_watches(self) -> int:
+    def expire_watches(self, *, kubelet: bool = True) -> int:
         """Force every watch to end in 410 Gone: compact etcd to its current revision, then restart
         etcd. Compaction alone ends no open watch; the API server's watch of etcd, resumed after the
         restart from a compacted revision, is refused, so its watch cache re-lists and every client
         watch resumed from an older resourceVersion is answered 410 Gone. Returns the revision."""
         res = subprocess.run([str(SCRIPT), "compact", str(self.dir)], capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, f"compact failed:\n{res.stderr[-3000:]}"
-        self.restart("etcd")
+        self.restart("etcd", kubelet=kubelet)
         return int(res.stdout.strip())
 
 
