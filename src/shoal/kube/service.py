@@ -25,6 +25,7 @@ from shoal.framework.decisions import Decisions
 from shoal.framework.session import Session
 from shoal.history.podmix import PodMixFeed
 from shoal.kai.objects import meta
+from shoal.kube.aio import wait_set
 from shoal.kube.applier import Applier, ApplyStats
 from shoal.kube.cache import ClusterCache
 from shoal.kube.client import (
@@ -272,8 +273,7 @@ class SchedulerService:
             gap = self.opts.min_gap - (time.monotonic() - last)
             if gap > 0:
                 await asyncio.sleep(gap)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.cache.changed.wait(), self.opts.period)
+            await wait_set(self.cache.changed, self.opts.period)
             self.cache.changed.clear()
             last = time.monotonic()
             try:

@@ -19,8 +19,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -36,6 +34,7 @@ from shoal.kai.sharing import (
     visible_devices_key_map,
 )
 from shoal.kai.units import ConvertError
+from shoal.kube.aio import wait_set
 from shoal.kube.client import CONFIGMAPS, PODS, ApiError
 from shoal.kube.gpusharing.binder import SharingBinder, portion_text
 from shoal.model.pod import Pod
@@ -189,8 +188,7 @@ async def _collect_configmaps(sb: SharingBinder) -> None:
 async def run(sb: SharingBinder, leading: Callable[[], bool]) -> None:
     """Reconcile on every wake-up of `sb` and at least every `resync` seconds, while `leading()`."""
     while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(sb.wake.wait(), sb.opts.resync)
+        await wait_set(sb.wake, sb.opts.resync)
         sb.wake.clear()
         if leading():
             try:

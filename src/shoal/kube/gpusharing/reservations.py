@@ -13,7 +13,6 @@ Contracts:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from shoal.kai.sharing import (
     reservation_pod_name,
     reserved_device,
 )
+from shoal.kube.aio import wait_set
 from shoal.kube.client import PODS, ApiError, KubeClient
 
 logger = logging.getLogger(__name__)
@@ -102,8 +102,7 @@ class ReservationStore:
                     raise SharingError(f"no GPU device reported by reservation pod {self.spec.namespace}/{name} on "
                                        f"node {node} within the timeout (is the reservation agent running there?)")
                 keepalive()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(ev.wait(), min(remaining, 5.0))
+                await wait_set(ev, min(remaining, 5.0))
         finally:
             self._waiters.discard(ev)
 
