@@ -68,7 +68,8 @@ class LeaderElector:
         else:
             timeout = self.lease_seconds
         try:
-            ok = await asyncio.wait_for(self.try_acquire_or_renew(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: it can drop a cancellation (kube/aio.py)
+                ok = await self.try_acquire_or_renew()
         except asyncio.CancelledError:
             raise
         except Exception as e:  # TimeoutError included
