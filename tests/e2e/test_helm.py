@@ -130,6 +130,24 @@ def test_chart_renders_optional_parts(chart_cluster: ChartCluster) -> None:
     assert pod["containers"][0]["args"][0] == "-vv"
 
 
+def test_chart_renders_a_scheduling_shard(chart_cluster: ChartCluster) -> None:
+    """nodePool.value: the scheduler serves that pool; its lease, state and report are named for it."""
+    res = chart_cluster.helm("template", "t", str(CHART), "--namespace", NAMESPACE, "--set", "nodePool.value=a100")
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(res.stdout) if d}
+    args = docs[("Deployment", "t-shoal")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--node-pool=a100" in args and "--lease-name=kai-scheduler-a100" in args
+    assert not [a for a in args if a.startswith("--node-pool-label")]
+    for name in ("kai-scheduler-a100-visibility", "kai-scheduler-a100-usage", "kai-scheduler-a100-runtimes"):
+        assert ("ConfigMap", name) in docs
+    names = {n for rule in docs[("Role", "t-shoal")]["rules"] for n in rule.get("resourceNames", [])}
+    assert {"kai-scheduler-a100", "kai-scheduler-a100-visibility", "kai-scheduler-a100-usage"} <= names
+    assert docs[("Queue", "default-queue")]["metadata"]["labels"]["kai.scheduler/node-pool"] == "a100"
+    plain = chart_cluster.helm("template", "t", str(CHART), "--namespace", NAMESPACE).stdout
+    assert "--node-pool" not in plain and "--lease-name=kai-scheduler\n" in plain
+    bad = chart_cluster.helm("template", "t", str(CHART), "--set", "nodePool.value=-x", check=False)
+    assert bad.returncode != 0 and "nodePool" in bad.stderr
+
+
 def _hooks(docs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
     return [h for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
             for h in docs[(kind, "t-shoal-webhook")]["webhooks"]]

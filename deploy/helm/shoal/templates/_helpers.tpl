@@ -21,6 +21,16 @@
 {{- end -}}
 {{- end -}}
 
+{{/* What the scheduler names its lease and state after: the scheduler name, with the node pool
+appended when the release serves one (`shoal run --node-pool`, docs/kubernetes.md). */}}
+{{- define "shoal.component" -}}
+{{- if .Values.nodePool.value -}}
+{{- printf "%s-%s" .Values.schedulerName .Values.nodePool.value -}}
+{{- else -}}
+{{- .Values.schedulerName -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "shoal.configMapName" -}}
 {{- printf "%s-config" (include "shoal.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
