@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from shoal.kube.cache import ClusterCache
-from shoal.kube.grouper import PodGrouper, needs_grouping, owner_path
+from shoal.kube.grouper import OWNER_CACHE_MIN, PodGrouper, needs_grouping, owner_path
 from shoal.workloads.owners import OwnerKey
 
 from .fake_api import FakeApi
@@ -81,3 +81,13 @@ async def test_a_refused_workload_falls_back_to_a_gang_of_one() -> None:
     assert "uid-a" in cache.ungroupable and not api.sent("POST", "/podgroups")
     (event,) = api.sent("POST", "/events")
     assert event.body["reason"] == "PodGrouperError"
+
+
+async def test_the_owner_cache_forgets_expired_owners() -> None:
+    """Owners (Jobs) come and go for ever: expired entries must not pile up."""
+    api, _, grouper = world()
+    grouper.owner_ttl = 0.0  # every entry expired as soon as written
+    for i in range(5 * OWNER_CACHE_MIN):
+        await grouper._owner(OwnerKey("batch/v1", "Job", f"job-{i}", "ns"))
+    assert len(grouper._owners) <= OWNER_CACHE_MIN
+    assert len(api.sent("GET")) == 5 * OWNER_CACHE_MIN

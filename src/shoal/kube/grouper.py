@@ -44,6 +44,10 @@ def needs_grouping(obj: JSON, scheduler_name: str) -> bool:
             and (obj.get("status") or {}).get("phase") in (None, "Pending"))
 
 
+#: The owner cache is swept of expired entries whenever it doubles from this size on.
+OWNER_CACHE_MIN = 256
+
+
 class PodGrouper:
     def __init__(self, client: KubeClient, cache: ClusterCache, *, owner_ttl: float = 30.0,
                  workers: int = 8, shard: Shard | None = None) -> None:
@@ -56,6 +60,7 @@ class PodGrouper:
         self.queue: asyncio.Queue[str] = asyncio.Queue()
         self.pending: dict[str, JSON] = {}
         self._owners: dict[str, tuple[float, JSON | None]] = {}
+        self._prune_at = OWNER_CACHE_MIN
         self.grouped = 0
 
     def on_pod(self, kind: str, old: JSON | None, new: JSON | None) -> None:
@@ -137,7 +142,11 @@ class PodGrouper:
             if e.code not in (403, 404):
                 raise
             obj = None  # unreadable owner: the chain ends at the last readable one
-        self._owners[path] = (time.monotonic(), obj)
+        now = time.monotonic()
+        self._owners[path] = (now, obj)
+        if len(self._owners) >= self._prune_at:  # owners come and go (Jobs): forget expired ones
+            self._owners = {p: hit for p, hit in self._owners.items() if now - hit[0] < self.owner_ttl}
+            self._prune_at = max(OWNER_CACHE_MIN, 2 * len(self._owners))
         return obj
 
     async def ensure_podgroup(self, manifest: JSON) -> None:
