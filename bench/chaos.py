@@ -161,7 +161,7 @@ def strike(run: Run, fault: str) -> None:
     elif fault == "restart-etcd":
         run.cluster.restart("etcd", kubelet=False)
     elif fault == "expire-watches":
-        run.cluster.expire_watches(kubelet=False)
+        run.cluster.expire_watches([p.proc.pid for p in run.procs.values() if p.proc is not None], kubelet=False)
     elif fault == "steal-lease":
         obj = run.kenv.client.get(Lease, LEASE, namespace="shoal-system")
         obj.spec.holderIdentity = "intruder"

@@ -109,15 +109,23 @@ class Cluster:
             client.close()
         return True
 
-    def expire_watches(self, *, kubelet: bool = True) -> int:
-        """Force every watch to end in 410 Gone: compact etcd to its current revision, then restart
-        etcd. Compaction alone ends no open watch; the API server's watch of etcd, resumed after the
-        restart from a compacted revision, is refused, so its watch cache re-lists and every client
-        watch resumed from an older resourceVersion is answered 410 Gone. Returns the revision."""
-        res = subprocess.run([str(SCRIPT), "compact", str(self.dir)], capture_output=True, text=True, timeout=60)
-        assert res.returncode == 0, f"compact failed:\n{res.stderr[-3000:]}"
-        self.restart("etcd", kubelet=kubelet)
-        return int(res.stdout.strip())
+    def expire_watches(self, pids: list[int] | tuple[int, ...] = (), *, kubelet: bool = True) -> int:
+        """Force every watch to end in 410 Gone (`scripts/k8s-test-env expire`): the writers (kwok, the
+        controller manager and ``pids``) are paused for the moment from the compaction of etcd to its
+        current revision until etcd is killed, then etcd starts again. Compaction alone ends no open
+        watch; the API server's watches of etcd, resumed after the restart from compacted revisions,
+        are refused, its watch caches re-list and every client watch resumed from an older
+        resourceVersion is answered 410 Gone. (A resource written after the compaction point would be
+        resumed from a revision etcd still has: hence the pause.) Returns the compaction revision."""
+        t0 = time.monotonic()
+        res = subprocess.run([str(SCRIPT), "expire", str(self.dir), *map(str, pids)], capture_output=True,
+                             text=True, timeout=180)
+        assert res.returncode == 0, f"expire failed:\n{res.stderr[-3000:]}"
+        eventually(self._serving, 60, what="the API server serving pods and nodes after the forced expiry")
+        if kubelet:
+            self.restart("kwok", "TERM")
+        assert time.monotonic() - t0 < 180
+        return int(res.stdout.split()[0])
 
 
 def _in_ci() -> bool:

@@ -88,7 +88,7 @@ def test_control_plane_faults_break_nothing_and_scheduling_resumes(kenv: KEnv, s
         elif fault == "restart-etcd":
             cluster.restart("etcd")
         else:
-            cluster.expire_watches()
+            cluster.expire_watches([p.proc.pid for p in procs.values() if p.proc is not None])
         assert violations(kenv.client, kenv.namespace) == [], f"after {fault}"
         took = wait_until(lambda s=struck: _holder(kenv, lease) in procs and time.monotonic() - s, 30,
                           f"a live leader after {fault}")
