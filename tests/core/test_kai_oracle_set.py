@@ -38,8 +38,19 @@ def _check(path: Path) -> None:
         assert result.outcome == "passed", f"{sc.id} disagrees with KAI: {result.message}"
 
 
-@pytest.mark.parametrize("path", _files("random"), ids=lambda p: p.name.removesuffix(".yaml.gz"))
+def _random(large: bool) -> list[Path]:
+    return [p for p in _files("random") if p.name.startswith("r500-") == large]
+
+
+@pytest.mark.parametrize("path", _random(False), ids=lambda p: p.name.removesuffix(".yaml.gz"))
 def test_random_scenario_agrees_with_kai(path: Path) -> None:
+    _check(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _random(True), ids=lambda p: p.name.removesuffix(".yaml.gz"))
+def test_random_500_node_scenario_agrees_with_kai(path: Path) -> None:
+    """The 500-node random scenarios: ~20 s of shoal's CPU each."""
     _check(path)
 
 
