@@ -38,7 +38,8 @@ def state(ssn: Session) -> dict[str, Any]:
     return {
         "matrices": [m.copy() for m in (n.idle, n.releasing, n.used)],
         "groups": [{g: (v.used, v.allocated, v.releasing) for g, v in groups.items()} for groups in n.groups],
-        "tasks": {u: (t.status, t.node, list(t.groups), t.portion, dict(t.left_on)) for u, t in ssn.tasks.items()},
+        "tasks": {u: (t.status, t.node, list(t.groups), t.portion, t.left_on and dict(t.left_on))
+                  for u, t in ssn.tasks.items()},
         "pod_sets": {(j.uid, name): (ps.active_allocated, ps.active_used, ps.alive, ps.gated)
                      for j in ssn.jobs.values() for name, ps in j.pod_sets.items()},
         "queues": {q: (v.allocated.copy(), v.allocated_np.copy()) for q, v in ssn.queues.items()},

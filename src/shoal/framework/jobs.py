@@ -47,7 +47,8 @@ class Task:
         self.ordinal = -1
         #: Nodes a victim was moved away from in this session, with its GPU groups there: KAI
         #: keeps the pod on such a node (its `PodInfos`) until it is deleted (`Statement.pipeline`).
-        self.left_on: dict[int, list[str]] = {}
+        #: None until the first such move: most tasks never move, and a session holds every pod.
+        self.left_on: dict[int, list[str]] | None = None
 
     def __repr__(self) -> str:
         return f"Task({self.uid}, {self.status.title}, node={self.node})"

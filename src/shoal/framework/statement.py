@@ -72,7 +72,7 @@ class Statement:
         """
         groups = groups or []
         on_node = task.node == node and task.status == PodStatus.RELEASING
-        old_groups = task.groups if on_node else task.left_on.get(node)
+        old_groups = task.groups if on_node else (task.left_on or {}).get(node)
         if (on_node or old_groups is not None) and not update_if_exists \
                 and (not task.pod.gpu.is_shared or groups == old_groups):
             prev = self._evicted_from(task)
@@ -87,6 +87,8 @@ class Statement:
             # Statement.Pipeline, its old node keeps the pod's resources as releasing (they can
             # take pipelined pods, not allocated ones) and only the new node is charged.
             op.kept_old = True
+            if task.left_on is None:
+                task.left_on = {}
             if task.node not in task.left_on:
                 task.left_on[task.node] = list(task.groups)
                 op.left_old = True
@@ -125,8 +127,9 @@ class Statement:
                 ssn.set_status(task, op.prev_status)
             if op.kept_old:
                 task.node, task.groups = op.prev_node, list(op.prev_groups)  # still accounted there
-                if op.left_old:
+                if op.left_old and task.left_on is not None:
                     del task.left_on[op.prev_node]
+                    task.left_on = task.left_on or None  # exactly as before the pipeline
             elif op.prev_node >= 0:
                 ssn.place(task, op.prev_node, op.prev_status, op.prev_groups)
             # A task rolled back to pending keeps its stale AcceptedResource, like KAI.

@@ -30,6 +30,7 @@ from shoal.kai.pods import mutable_fields, placed_pod_from, pod_from, with_place
 from shoal.kai.volumes import pv_from, pvc_from, storage_class_from
 from shoal.kube.other_pods import OTHER_JOB, other_group, other_usage
 from shoal.kube.problems import Problem, problem_of, why
+from shoal.kube.watch_event import change_of
 from shoal.model.node import Node
 from shoal.model.pod import Pod
 from shoal.model.podgroup import PodGroup
@@ -183,11 +184,10 @@ class ClusterCache:
                 self.implicit.pop(job, None)
 
     def on_node(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
-        if new is None or kind == "DELETED":
+        name, new = c.name, c.obj
+        if new is None:
             self.nodes.pop(name, None)
         else:
             node = node_from(new)
@@ -201,11 +201,10 @@ class ClusterCache:
         self._touch()
 
     def on_queue(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
-        if new is None or kind == "DELETED":
+        name, new = c.name, c.obj
+        if new is None:
             self.queues.pop(name, None)
             self.queue_objs.pop(name, None)
             self.problems.pop(("Queue", name), None)
@@ -222,19 +221,17 @@ class ClusterCache:
         self._touch()
 
     def on_podgroup(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        m = meta(obj)
-        key = f"{m.get('namespace')}/{m.get('name')}"
-        if new is None or kind == "DELETED":
+        key, new = c.key, c.obj
+        if new is None:
             self.podgroups.pop(key, None)
             self.podgroup_objs.pop(key, None)
             self.problems.pop(("PodGroup", key), None)
         else:
             self.podgroup_objs[key] = new
             if (old or {}).get("spec") == new.get("spec") and key in self.podgroups and \
-                    (meta(old or {}).get("annotations") == m.get("annotations")) and \
+                    (meta(old or {}).get("annotations") == meta(new).get("annotations")) and \
                     (_conditions(old) == _conditions(new) or (new.get("spec") or {}).get("schedulingBackoff") != 1):
                 return
             self._convert_podgroup(key, new)
@@ -256,11 +253,10 @@ class ClusterCache:
         self.podgroups[key] = pg
 
     def on_topology(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
-        if new is None or kind == "DELETED":
+        name, new = c.name, c.obj
+        if new is None:
             self.topologies.pop(name, None)
         else:
             try:
@@ -272,11 +268,10 @@ class ClusterCache:
 
     def on_namespace(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         """Namespace labels, for the namespace selectors of inter-pod terms."""
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
-        if new is None or kind == "DELETED":
+        name, new = c.name, c.obj
+        if new is None:
             self.namespaces.pop(name, None)
         else:
             labels = dict(meta(new).get("labels") or {})
@@ -287,34 +282,30 @@ class ClusterCache:
 
     def on_volume(self, kind: str, old: JSON | None, new: JSON | None) -> None:
         """PersistentVolumes (node affinity, claimRef) for the volume-binding filter."""
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
-        if new is None or kind == "DELETED":
+        name, new = c.name, c.obj
+        if new is None:
             self.volumes.pop(name, None)
         else:
             self.volumes[name] = pv_from(new)
         self._touch()
 
     def on_claim(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        m = meta(obj)
-        key = (str(m.get("namespace", "")), str(m.get("name")))
-        if new is None or kind == "DELETED":
+        key, new = c.pair, c.obj
+        if new is None:
             self.claims.pop(key, None)
         else:
             self.claims[key] = pvc_from(new)
         self._touch()
 
     def on_storage_class(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
-        if new is None or kind == "DELETED":
+        name, new = c.name, c.obj
+        if new is None:
             self.storage_classes.pop(name, None)
         else:
             self.storage_classes[name] = storage_class_from(new)
@@ -327,11 +318,10 @@ class ClusterCache:
             self.volumes[pv] = dataclasses.replace(vol, claim=(namespace, claim))
 
     def on_priority_class(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
-        if new is None or kind == "DELETED":
+        name, new = c.name, c.obj
+        if new is None:
             self.priorities.pop(name, None)
         else:
             self.priorities[name] = int(new.get("value", 0))

@@ -30,11 +30,12 @@ from shoal.kai.dra import (
     template_from,
     tolerated,
 )
-from shoal.kai.objects import JSON, meta
+from shoal.kai.objects import JSON
 from shoal.kai.units import ConvertError
 from shoal.kube.dra_cel import Selectors
 from shoal.kube.dra_choose import pick_devices
 from shoal.kube.dra_counters import Counters
+from shoal.kube.watch_event import change_of
 from shoal.model.dra import ResourceClaim, ResourceSlice, is_gpu_device_class, pod_dra_gpus
 from shoal.model.node import Node
 from shoal.model.resources import GPU
@@ -95,12 +96,10 @@ class DraCache:
 
     # -- informer handlers -------------------------------------------------------------------
     def on_resource_claim(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        m = meta(obj)
-        key = (str(m.get("namespace", "")), str(m.get("name")))
-        if new is None or kind == "DELETED":
+        key, new = c.pair, c.obj
+        if new is None:
             self.claims.pop(key, None)
             self._feasible.pop(key, None)
         else:
@@ -113,26 +112,23 @@ class DraCache:
         self.on_change()
 
     def on_resource_claim_template(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        m = meta(obj)
-        key = (str(m.get("namespace", "")), str(m.get("name")))
-        if new is None or kind == "DELETED":
+        key, new = c.pair, c.obj
+        if new is None:
             self.templates.pop(key, None)
         else:
             self.templates[key] = template_from(new)
         self.on_change()
 
     def on_resource_slice(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
+        name, new = c.name, c.obj
         # A slice with per-device node selection is kept as one slice per device ("name/device").
         for key in [k for k in self.slices if k == name or k.startswith(f"{name}/")]:
             del self.slices[key]
-        if new is None or kind == "DELETED":
+        if new is None:
             self._cel = {k: v for k, v in self._cel.items() if k[1] != name and not k[1].startswith(f"{name}/")}
         else:
             try:
@@ -144,11 +140,10 @@ class DraCache:
         self.on_change()
 
     def on_device_class(self, kind: str, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
+        if (c := change_of(kind, old, new)) is None:
             return
-        name = str(meta(obj).get("name"))
-        if new is None or kind == "DELETED":
+        name, new = c.name, c.obj
+        if new is None:
             self.classes.pop(name, None)
             self.class_config.pop(name, None)
         else:

@@ -64,6 +64,9 @@ from shoal.model.snapshot import ClusterSnapshot
 
 logger = logging.getLogger(__name__)
 
+#: How often (seconds) a cycle looks for decisions its running action has committed, to send them.
+STREAM_PERIOD = 0.02
+
 
 @dataclass(slots=True)
 class ServiceOptions:
@@ -309,14 +312,17 @@ class SchedulerService:
             ssn = await asyncio.to_thread(open_session, snapshot, config)
             lap = self.visibility.lap("session-open", t0)
             for action in config.actions:
-                await asyncio.to_thread(run_actions, ssn, [action])
+                # The action runs in a worker thread; the decisions it commits meanwhile are final
+                # (a statement appends them only at its commit), so they are sent while it goes on:
+                # the first bind leaves after the first commit, not after the whole action.
+                worker = asyncio.ensure_future(asyncio.to_thread(run_actions, ssn, [action]))
+                while True:
+                    done, _ = await asyncio.wait({worker}, timeout=STREAM_PERIOD)
+                    sent_binds, sent_evictions = self._send_new(ssn, stats, sending, sent_binds, sent_evictions)
+                    if done:
+                        break
+                worker.result()
                 lap = self.visibility.lap(action, lap)
-                d = ssn.decisions
-                binds, evictions = d.binds[sent_binds:], d.evictions[sent_evictions:]
-                sent_binds, sent_evictions = len(d.binds), len(d.evictions)
-                if (binds or evictions) and self._leading():
-                    self.applier.assume(binds)
-                    sending.append(asyncio.create_task(self.applier.apply_placements(binds, evictions, stats)))
             d = await asyncio.to_thread(close_session, ssn)
             self.visibility.lap("session-close", lap)
         try:
@@ -325,6 +331,16 @@ class SchedulerService:
                                     self.cycles)
         finally:
             ssn.release()
+
+    def _send_new(self, ssn: Session, stats: ApplyStats, sending: list[asyncio.Task[None]], sent_binds: int,
+                  sent_evictions: int) -> tuple[int, int]:
+        """Start sending the binds and evictions committed since the counts given; the new counts."""
+        d = ssn.decisions
+        binds, evictions = d.binds[sent_binds:], d.evictions[sent_evictions:]
+        if (binds or evictions) and self._leading():
+            self.applier.assume(binds)
+            sending.append(asyncio.create_task(self.applier.apply_placements(binds, evictions, stats)))
+        return sent_binds + len(binds), sent_evictions + len(evictions)
 
     async def _after_decisions(self, ssn: Session, d: Decisions, snapshot: ClusterSnapshot, stats: ApplyStats,
                                sending: list[asyncio.Task[None]], t0: float) -> None:
