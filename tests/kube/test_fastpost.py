@@ -15,6 +15,7 @@ class Server:
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, bytes]] = []
+        self.heads: list[list[str]] = []
         self.close_after: int | None = None
         self.chunked = False
         self.connections = 0
@@ -26,6 +27,7 @@ class Server:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode().split("\r\n")
+                self.heads.append(lines)
                 path = lines[0].split(" ")[1]
                 length = next(int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length"))
                 body = await reader.readexactly(length)
@@ -89,3 +91,18 @@ async def test_an_answer_not_back_in_time_raises_and_the_stalled_connection_is_d
     srv.stall = False
     assert await poster.post("/again", b"{}") == (201, b"/again")
     assert srv.connections == 3  # on a new connection, not a stalled one
+
+
+async def test_send_carries_the_method_and_content_type_of_each_write(served: tuple[Server, FastPoster]) -> None:
+    srv, poster = served
+    answers = await asyncio.gather(
+        poster.send("PATCH", "/apis/x/podgroups/a", b'{"metadata": {}}', "application/merge-patch+json"),
+        poster.send("PUT", "/leases/l", b'{"spec": {}}'),
+        poster.post("/pods/p/binding", b"{}"))
+    assert [a[0] for a in answers] == [201, 201, 201]
+    seen = {h[0].split(" ")[1]: (h[0].split(" ")[0], next(x for x in h if x.lower().startswith("content-type")))
+            for h in srv.heads}
+    assert seen == {"/apis/x/podgroups/a": ("PATCH", "Content-Type: application/merge-patch+json"),
+                    "/leases/l": ("PUT", "Content-Type: application/json"),
+                    "/pods/p/binding": ("POST", "Content-Type: application/json")}
+    assert sorted(body for _, body in srv.requests) == [b'{"metadata": {}}', b'{"spec": {}}', b"{}"]

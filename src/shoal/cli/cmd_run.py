@@ -50,8 +50,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lease-name", default="", help="name of the leader Lease (default: the scheduler name)")
     p.add_argument("--identity", default="", help="leader-election identity (default: host-pid)")
     p.add_argument("--fast-binds", action=argparse.BooleanOptionalAction, default=True,
-                   help="send binds over lean pipelined HTTP/1.1 connections (default; --no-fast-binds: "
-                        "through the httpx client like every other request)")
+                   help="send binds, evictions, patches and other writes over lean pipelined HTTP/1.1 "
+                        "connections (default; --no-fast-binds: through the httpx client like the reads)")
     p.add_argument("--pod-grouper", action=argparse.BooleanOptionalAction, default=True,
                    help="create PodGroups from pods' top owners like KAI's pod grouper (default: on); "
                         "off = a pod naming no PodGroup is its own gang of one")

@@ -126,8 +126,8 @@ class KubeClient:
             config, ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=http2))
         self._watch_http: httpx.AsyncClient = AsyncClient(
             config, ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False, http2=False))
-        #: Binds go through lean pipelined HTTP/1.1 connections (shoal.kube.fastpost) when the
-        #: kubeconfig's auth allows; None = through httpx like every other request.
+        #: Writes go through lean pipelined HTTP/1.1 connections (shoal.kube.fastpost) when the
+        #: kubeconfig's auth allows; None = through httpx like the reads and watches.
         self._fast = _fast_poster(config, timeout) if fast_binds else None
         self._config = config
 
@@ -151,16 +151,36 @@ class KubeClient:
         return await self.request("GET", res.path(namespace, name))
 
     async def create(self, res: Resource, obj: JSON, namespace: str | None = None) -> JSON:
-        return await self.request("POST", res.path(namespace), body=obj)
+        return await self.write("POST", res.path(namespace), obj)
 
     async def replace(self, res: Resource, obj: JSON, namespace: str | None = None) -> JSON:
         name = obj["metadata"]["name"]
-        return await self.request("PUT", res.path(namespace, name), body=obj)
+        return await self.write("PUT", res.path(namespace, name), obj)
 
     async def patch(self, res: Resource, name: str, patch: JSON, namespace: str | None = None, *,
                     sub: str | None = None, strategic: bool = False) -> JSON:
         ctype = STRATEGIC_PATCH if strategic else MERGE_PATCH
-        return await self.request("PATCH", res.path(namespace, name, sub), body=patch, content_type=ctype)
+        return await self.write("PATCH", res.path(namespace, name, sub), patch, ctype)
+
+    async def write(self, method: str, path: str, body: Any, content_type: str = "application/json",
+                    *, decode: bool = True) -> JSON:
+        """A write request (POST, PUT, PATCH) with a JSON body: through the lean pipelined
+        connections when the kubeconfig allows (httpx costs milliseconds of CPU per request),
+        else like `request`. Non-2xx raises ApiError; the answer is decoded unless `decode` is
+        False (then `{}`)."""
+        if self._fast is None:
+            answer = await self.request(method, path, body=body, content_type=content_type)
+            return answer if decode else {}
+        content = json.dumps(body).encode()
+        status, raw = await self._fast.send(method, path, content, content_type)
+        if status == 401:  # a rotated token file: httpx's auth re-reads it, and so do later fast writes
+            answer = await self.request(method, path, body=body, content_type=content_type)
+            with contextlib.suppress(OSError):
+                self._fast.set_auth(_bearer(self._config))
+            return answer if decode else {}
+        if status >= 300:
+            raise _api_error(status, raw)
+        return json.loads(raw) if raw and decode else {}
 
     async def list_page(self, res: Resource, *, limit: int = 500, cont: str | None = None,
                         namespace: str | None = None, field_selector: str | None = None,
@@ -205,24 +225,14 @@ class KubeClient:
         body = {"apiVersion": "v1", "kind": "Binding",
                 "metadata": {"name": name, "namespace": namespace, "uid": uid},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        path = PODS.path(namespace, name, "binding")
-        if self._fast is None:
-            await self.request("POST", path, body=body)
-            return
-        status, content = await self._fast.post(path, json.dumps(body).encode())
-        if status == 401:  # a rotated token file: httpx's auth re-reads it, and so do later fast binds
-            await self.request("POST", path, body=body)
-            with contextlib.suppress(OSError):
-                self._fast.set_auth(_bearer(self._config))
-        elif status >= 300:
-            raise _api_error(status, content)
+        await self.write("POST", PODS.path(namespace, name, "binding"), body, decode=False)
 
     async def evict(self, namespace: str, name: str, uid: str) -> None:
         """POST pods/eviction (policy/v1). A PDB refusal raises ApiError with code 429."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": uid}}}
-        await self.request("POST", PODS.path(namespace, name, "eviction"), body=body)
+        await self.write("POST", PODS.path(namespace, name, "eviction"), body, decode=False)
 
 
 def _fast_poster(config: Any, timeout: float) -> FastPoster | None:
