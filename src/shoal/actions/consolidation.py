@@ -15,7 +15,7 @@ from shoal.model.resources import GPU_COL, MILLI
 from shoal.model.status import PodStatus
 
 
-def all_reallocated(job: Job, victims: dict[str, list[Task]]) -> bool:
+def all_reallocated(job: Job, partial: list[Task], victims: dict[str, list[Task]]) -> bool:
     return not any(t.status == PodStatus.RELEASING for tasks in victims.values() for t in tasks)
 
 

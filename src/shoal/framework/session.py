@@ -56,8 +56,10 @@ GroupScorer = Callable[["Session", Task], np.ndarray | None]
 ReclaimGate = Callable[["Session", Job, np.ndarray], bool]
 #: Victim filter: may `victim` be taken for `preemptor`?
 VictimFilter = Callable[["Session", Job, Job], bool]
-#: Scenario validator: preemptor, victim tasks per victim job uid (after the simulation).
-ScenarioValidator = Callable[["Session", Job, dict[str, list[Task]]], bool]
+#: Scenario validator: preemptor, the preemptor's tasks the scenario places (KAI's partial job, the
+#: scenario's preemptor: what it asks for is these tasks' request, not the whole job's), victim
+#: tasks per victim job uid (after the simulation).
+ScenarioValidator = Callable[["Session", Job, list[Task], dict[str, list[Task]]], bool]
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ from shoal.model.durations import parse_duration
 
 _Runtime = Callable[[Job, Job], float]
 _Filter = Callable[[Session, Job, Job], bool]
-_Validator = Callable[[Session, Job, dict[str, list[Task]]], bool]
+_Validator = Callable[[Session, Job, list[Task], dict[str, list[Task]]], bool]
 
 def _seconds(args: dict[str, str], key: str) -> float:
     """A duration argument (unset or empty = 0); ValueError naming the plugin and the argument."""
@@ -104,7 +104,7 @@ def open_minruntime(ssn: Session, args: dict[str, str]) -> None:
         # and `now`, all fixed for the session: answered once per (reclaimer's queue, victim).
         memo: dict[str | None, dict[str, bool]] = {}
 
-        def valid(ssn: Session, preemptor: Job, victims: dict[str, list[Task]]) -> bool:
+        def valid(ssn: Session, preemptor: Job, partial: list[Task], victims: dict[str, list[Task]]) -> bool:
             side = memo.setdefault(preemptor.queue.name if preemptor.queue is not None else None, {})
             for uid in victims:
                 v = ssn.jobs[uid]

@@ -197,25 +197,35 @@ def _job_chunks(job: Job, victims: list[Task]) -> list[np.ndarray]:
     return [np.array([gpu, cpu, mem]), *extra]
 
 
+def partial_request(partial: list[Task]) -> np.ndarray:
+    """What the scenario's preemptor asks for in `Reclaimable`: the queue-share request of the
+    partial job's tasks. KAI's validator reads the scenario's preemptor, which is the partial job
+    (the first k tasks to allocate), so a gang's early partial jobs ask for less than the whole
+    job does - the whole job's request is for `can_reclaim` alone."""
+    total = np.zeros(len(QUEUE_COLUMNS))
+    for t in partial:
+        total += t.request_quota_vector()
+    return total
+
+
 def register_reclaim(ssn: Session, multiplier: float) -> None:
-    """`CanReclaimResources` (current state) and the `Reclaimable` scenario validator (queue
-    state frozen when the reclaimer's attempt starts, i.e. at its `can_reclaim` call)."""
-    frozen: dict[str, tuple[dict[str, QueueState], np.ndarray]] = {}
+    """`CanReclaimResources` (current state, the whole job's request) and the `Reclaimable`
+    scenario validator (queue state frozen when the reclaimer's attempt starts, i.e. at its
+    `can_reclaim` call; the request of the scenario's partial job, `partial_request`)."""
+    frozen: dict[str, dict[str, QueueState]] = {}
     memo: ChunkMemo = {}
 
     def gate(ssn: Session, job: Job, req: np.ndarray) -> bool:
         if job.queue is None:
             return False
-        states = queue_states(ssn)
-        frozen[job.uid] = (states, req)
+        states = frozen[job.uid] = queue_states(ssn)
         return can_reclaim(states[job.queue.name], req, job.preemptible)
 
-    def validate(ssn: Session, job: Job, victims: dict[str, list[Task]]) -> bool:
+    def validate(ssn: Session, job: Job, partial: list[Task], victims: dict[str, list[Task]]) -> bool:
         if job.queue is None or job.uid not in frozen:
             return False
-        states, req = frozen[job.uid]
-        return reclaimable(states, job.queue.name, req, job.preemptible, victim_chunks(ssn, victims, memo),
-                           multiplier)
+        return reclaimable(frozen[job.uid], job.queue.name, partial_request(partial), job.preemptible,
+                           victim_chunks(ssn, victims, memo), multiplier)
 
     ssn.hooks.can_reclaim.append(gate)
     ssn.hooks.reclaim_validators.append(validate)

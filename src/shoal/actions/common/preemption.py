@@ -23,10 +23,10 @@ VictimPicker = Callable[[Job], list[Job] | None]
 def combine(ssn: Session, validators: list[ScenarioValidator],
             extra: Validator | None = None) -> Validator:
     """All registered validators (plugin order), then the action's own check."""
-    def check(job: Job, victims: dict[str, list[Task]]) -> bool:
-        if not all(v(ssn, job, victims) for v in validators):
+    def check(job: Job, partial: list[Task], victims: dict[str, list[Task]]) -> bool:
+        if not all(v(ssn, job, partial, victims) for v in validators):
             return False
-        return extra is None or extra(job, victims)
+        return extra is None or extra(job, partial, victims)
     return check
 
 

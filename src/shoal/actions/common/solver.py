@@ -34,8 +34,9 @@ from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 from shoal.model.status import ACTIVE_ALLOCATED_SET, PodStatus
 
-#: Validator: preemptor, victim tasks per victim job uid (state after the simulation).
-Validator = Callable[[Job, dict[str, list[Task]]], bool]
+#: Validator: preemptor, the partial job's tasks (the scenario's preemptor, as KAI's validators
+#: see it), victim tasks per victim job uid (state after the simulation).
+Validator = Callable[[Job, list[Task], dict[str, list[Task]]], bool]
 
 #: A victim that lost (Releasing) or moved (Pipelined) a pod: its batch is a recorded victim.
 _HIT = (PodStatus.RELEASING, PodStatus.PIPELINED)
@@ -239,16 +240,16 @@ class VictimSolver:
         """Simulate the scenario (`ScenarioSimulation.place`); validate it when the preemptor was placed."""
         if not self.sim.place(stmt, partial, victims):
             return None
-        return self._validate(stmt, victims)
+        return self._validate(stmt, partial, victims)
 
-    def _validate(self, stmt: Statement, victims: list[Task]) -> _Solution | None:
+    def _validate(self, stmt: Statement, partial: list[Task], victims: list[Task]) -> _Solution | None:
         job = self.preemptor
         assert job is not None
         by_job: dict[str, list[Task]] = {}
         group = by_job.setdefault
         for t in victims:
             group(t.job.pg.uid, []).append(t)
-        if self.validator is not None and not self.validator(job, by_job):
+        if self.validator is not None and not self.validator(job, partial, by_job):
             self._rejected = True
             return None
         batches: dict[int, list[Task]] = {}
