@@ -1,13 +1,15 @@
 """The simulation of one victim scenario, for the victim solver (`solver.py`), and the request
 helpers the preempting actions share.
 
-Contract of `ScenarioSimulation.place(stmt, partial, victims)`: with the scenario's victims
-already evicted in `stmt`, let the preemptor's partial job (pipelined, on the feasible nodes plus
-the victims' nodes) and the victims' jobs (re-placed, pipelined) be allocated in KAI's queue order
-among the pending jobs, all with `real=False`; True when the partial job was placed (its
-operations and the victims' re-placements left in `stmt`), False otherwise (whatever it added
-may be left for the caller to roll back). It never validates: the solver does. The simulation
-stops early once nothing else could act (`_inert`); that shortcut never changes the outcome.
+Contract of `ScenarioSimulation.place(stmt, partial, victims, nodes)`: with the scenario's victims
+already evicted in `stmt`, let the preemptor's partial job (pipelined) and the victims' jobs
+(re-placed, pipelined) be allocated in KAI's queue order among the pending jobs, all with
+`real=False`, on the feasible nodes plus `nodes` (the solver's choice, as KAI's: the nodes of the
+recorded victims' tasks that were hit, and of the potential victims evicted; not every victim's).
+True when the partial job was placed (its operations and the victims' re-placements left in
+`stmt`), False otherwise (whatever it added may be left for the caller to roll back). It never
+validates: the solver does. The simulation stops early once nothing else could act (`_inert`);
+that shortcut never changes the outcome.
 Victims' fit errors and reasons are restored; the preemptor's are the solver's to restore.
 """
 
@@ -104,15 +106,15 @@ class ScenarioSimulation:
         self._pending = [j for j in self.ssn.jobs.values()
                          if j.queue is not None and j.queue.is_leaf and j.has_status(PodStatus.PENDING)]
 
-    def place(self, stmt: Statement, partial: list[Task], victims: list[Task]) -> bool:
-        """Re-place victims and place the preemptor in queue order: whether the preemptor was placed."""
+    def place(self, stmt: Statement, partial: list[Task], victims: list[Task], nodes: set[int]) -> bool:
+        """Re-place victims and place the preemptor in queue order on the feasible nodes plus
+        `nodes`: whether the preemptor was placed."""
         ssn = self.ssn
         job = self.preemptor
         assert job is not None
         mask = self.feasible.copy()
-        for v in victims:
-            if v.node >= 0:
-                mask[v.node] = True
+        if nodes:
+            mask[list(nodes)] = True
         victim_jobs = {t.job.uid for t in victims}
         jobs = {j.uid: j for j in self._pending}
         for uid in victim_jobs:

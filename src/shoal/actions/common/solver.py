@@ -48,6 +48,9 @@ class _Solution:
     #: Victim batches (KAI's job representatives) that lost or moved a task, in the order first
     #: hit: the recorded victims of the next partial job.
     victim_batches: list[list[Task]] = field(default_factory=list)
+    #: The victim tasks themselves that ended Releasing or Pipelined (KAI's `victimsTasks`): their
+    #: nodes, and not those of the rest of their batches, join the next partial job's nodes.
+    hit: list[Task] = field(default_factory=list)
 
 
 class VictimSolver:
@@ -87,6 +90,8 @@ class VictimSolver:
         self._rec_batches: list[list[Task]] = []
         self._rec_disjoint = False
         self._rec_uids: set[str] = set()
+        #: Nodes the recorded victims' hit tasks were on when this partial job began.
+        self._rec_nodes: set[int] = set()
         #: Where the recorded victims' evictions end in the search's statement, and whether every
         #: recorded victim is Releasing or Pipelined there.
         self._base = 0
@@ -132,6 +137,7 @@ class VictimSolver:
         base = 0
         evicted: set[str] = set()
         rec_caps = caps
+        self._rec_nodes = set()
         for k in range(1, n + 1):
             sol = self._solve_partial(stmt, base, tasks[:k], recorded, rec_caps)
             if sol is None:
@@ -140,6 +146,8 @@ class VictimSolver:
             if k == n:
                 return stmt
             stmt.rollback(base)
+            # Read once the scenario is undone: where the hit tasks are, not where it moved them.
+            self._rec_nodes = {t.node for t in sol.hit if t.node >= 0}
             recorded = sol.victim_batches
             now = {t.uid for b in recorded for t in b}
             if not evicted <= now:
@@ -213,14 +221,15 @@ class VictimSolver:
         statement is rolled back to `base`."""
         self._rejected = False
         if latest is None or potential is None:
-            sol = self._simulate(stmt, partial, recorded)
+            sol = self._simulate(stmt, partial, recorded, self._rec_nodes)
             if sol is None:
                 stmt.rollback(base)
             return sol
         for node in sorted({t.node for t in latest.tasks}):
             chosen = potential.of_jobs_on(node)
             self._evict(stmt, chosen)
-            sol = self._simulate(stmt, partial, recorded + chosen)
+            sol = self._simulate(stmt, partial, recorded + chosen,
+                                 self._rec_nodes | {t.node for t in chosen if t.node >= 0})
             if sol is not None:
                 return sol
             stmt.rollback(base)
@@ -236,9 +245,11 @@ class VictimSolver:
                 stmt.evict(t, self.action, reason, self.preemptor.uid)
 
 
-    def _simulate(self, stmt: Statement, partial: list[Task], victims: list[Task]) -> _Solution | None:
-        """Simulate the scenario (`ScenarioSimulation.place`); validate it when the preemptor was placed."""
-        if not self.sim.place(stmt, partial, victims):
+    def _simulate(self, stmt: Statement, partial: list[Task], victims: list[Task],
+                  nodes: set[int]) -> _Solution | None:
+        """Simulate the scenario (`ScenarioSimulation.place`) on the feasible nodes plus `nodes`;
+        validate it when the preemptor was placed."""
+        if not self.sim.place(stmt, partial, victims, nodes):
             return None
         return self._validate(stmt, partial, victims)
 
@@ -253,22 +264,27 @@ class VictimSolver:
             self._rejected = True
             return None
         batches: dict[int, list[Task]] = {}
+        hit: list[Task] = []
         rest = victims
         if self._rec_disjoint:
             # Disjoint recorded batches lead `victims`, each its own tasks' representative, and no
             # potential victim shares one: taking them batch by batch keeps the first-hit order.
             if self._rec_all_hit(stmt):
                 batches = {id(b): b for b in self._rec_batches}
+                hit = victims[:len(self._rec_uids)]
             else:
                 for b in self._rec_batches:
-                    if any(t.status in _HIT for t in b):
+                    got = [t for t in b if t.status in _HIT]
+                    if got:
                         batches[id(b)] = b
+                        hit += got
             rest = victims[len(self._rec_uids):]
         for t in rest:
             if t.status in _HIT:
+                hit.append(t)
                 b = self._batch_of(t)
                 batches.setdefault(id(b), b)
-        return _Solution(stmt, list(batches.values()))
+        return _Solution(stmt, list(batches.values()), hit)
 
     def _rec_all_hit(self, stmt: Statement) -> bool:
         """Every recorded victim ends Releasing or Pipelined: each was so at the base (checked
