@@ -55,13 +55,27 @@ def nonzero_columns(ssn: Session, vec: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def fit_masks(ssn: Session, task: Task, rows: Rows = None) -> tuple[np.ndarray, np.ndarray]:
     """(fits_idle, fits_idle_or_releasing) boolean masks over nodes (or `rows`). Pure."""
+    fits_idle, fits_free, _available = fit_and_available(ssn, task, rows)
+    return fits_idle, fits_free
+
+
+def fit_and_available(ssn: Session, task: Task,
+                      rows: Rows = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`fit_masks` plus the mask that earns the nodeavailability score (KAI's
+    `NodeInfo.IsTaskAllocatable`). Pure.
+
+    For a GPU-share pod KAI counts, beside the whole idle devices, every shared device the share
+    fits *counting that device's releasing memory* (`fractionTaskGpusAllocatableDeviceCount`), so
+    a device whose room is only releasing still earns the score; its CPU and memory must fit idle.
+    For every other pod the mask is `fits_idle`.
+    """
     nodes = ssn.nodes
     pod = task.pod
     sel = slice(None) if rows is None else rows
     n = len(nodes) if rows is None else len(rows)
     if pod.best_effort:
         ones = np.ones(n, dtype=bool)
-        return ones, ones.copy()
+        return ones, ones.copy(), ones.copy()
     cols, need = nonzero_columns(ssn, task.vec)
     if rows is None:
         idle = nodes.idle[:, cols]
@@ -71,17 +85,21 @@ def fit_masks(ssn: Session, task: Task, rows: Rows = None) -> tuple[np.ndarray, 
         free = idle + nodes.releasing[rows][:, cols]
     fits_idle: np.ndarray = np.asarray((idle >= need).all(axis=1))
     fits_free: np.ndarray = np.asarray((free >= need).all(axis=1))
-    if pod.gpu.is_shared:
-        g = pod.gpu
-        fit_groups, idle_groups = shared_group_fit_counts(ssn, task, rows)
-        gpu_idle = nodes.idle[sel, GPU_COL]
-        whole_idle = np.trunc(gpu_idle / MILLI)
-        whole_free = np.trunc((gpu_idle + nodes.releasing[sel, GPU_COL]) / MILLI)
-        fits_free &= whole_free + fit_groups >= g.devices
-        fits_idle &= whole_idle + idle_groups >= g.devices
-        valid = nodes.gpu_count[sel] > 0
-        if g.is_gpu_memory:
-            valid = valid & (nodes.gpu_memory[sel] >= g.memory_mib)
-        fits_free &= valid
-        fits_idle &= valid
-    return fits_idle, fits_free
+    if not pod.gpu.is_shared:
+        return fits_idle, fits_free, fits_idle
+    base_idle: np.ndarray = np.asarray((idle >= need)[:, cols != GPU_COL].all(axis=1))
+    g = pod.gpu
+    fit_groups, idle_groups = shared_group_fit_counts(ssn, task, rows)
+    gpu_idle = nodes.idle[sel, GPU_COL]
+    whole_idle = np.trunc(gpu_idle / MILLI)
+    whole_free = np.trunc((gpu_idle + nodes.releasing[sel, GPU_COL]) / MILLI)
+    fits_free &= whole_free + fit_groups >= g.devices
+    fits_idle &= whole_idle + idle_groups >= g.devices
+    available = base_idle & (whole_idle + fit_groups >= g.devices)
+    valid = nodes.gpu_count[sel] > 0
+    if g.is_gpu_memory:
+        valid = valid & (nodes.gpu_memory[sel] >= g.memory_mib)
+    fits_free &= valid
+    fits_idle &= valid
+    available &= valid
+    return fits_idle, fits_free, available

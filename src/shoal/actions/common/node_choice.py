@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shoal.framework.cycle_state import StateKey
-from shoal.framework.fit import fit_masks, nonzero_columns
+from shoal.framework.fit import fit_and_available, fit_masks, nonzero_columns
 from shoal.framework.jobs import Task
 from shoal.framework.session import NodeScorer, Predicate, Session
 
@@ -56,7 +56,7 @@ def task_signature(task: Task) -> tuple[object, ...]:
 
 
 def _full(ssn: Session, task: Task) -> _Entry:
-    fits_idle, ok = fit_masks(ssn, task, None)
+    fits_idle, ok, available = fit_and_available(ssn, task, None)
     preds: list[Predicate] = []
     static = ssn.hooks.static_predicates
     static_ok = np.ones(len(ssn.nodes), dtype=bool)
@@ -69,7 +69,7 @@ def _full(ssn: Session, task: Task) -> _Entry:
             else:
                 preds.append(pred)
     availability = ssn.hooks.availability_score
-    score = fits_idle * availability if availability else np.zeros(len(ssn.nodes))
+    score = available * availability if availability else np.zeros(len(ssn.nodes))
     scorers: list[NodeScorer] = []
     constant = 0.0
     for scorer in ssn.hooks.node_scorers:
@@ -85,13 +85,13 @@ def _full(ssn: Session, task: Task) -> _Entry:
 
 
 def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
-    fits_idle, ok = fit_masks(ssn, task, rows)
+    fits_idle, ok, available = fit_and_available(ssn, task, rows)
     ok = ok & entry.static_ok[rows]
     for pred in entry.predicates:
         res = pred(ssn, task, rows)
         if res is not None:
             ok = ok & res[0]
-    score = fits_idle * ssn.hooks.availability_score + entry.constant_score
+    score = available * ssn.hooks.availability_score + entry.constant_score
     for scorer in entry.scorers:
         score = score + scorer(ssn, task, rows)
     entry.fits_idle[rows] = fits_idle
