@@ -50,16 +50,41 @@ def tasks_to_evict(job: Job) -> tuple[list[Task], bool]:
 
 
 def feasible_nodes(ssn: Session, tasks: list[Task]) -> np.ndarray:
-    """KAI `FeasibleNodesForJob`: every node if some task needs no GPU, else nodes with idle or
-    releasing GPUs (whole devices or room on a shared device)."""
+    """KAI `FeasibleNodesForJob`: every node if some task needs no GPU, else the nodes whose idle
+    GPUs or releasing GPUs sum above zero, each sum as KAI's `GetSumOfIdleGPUs` /
+    `GetSumOfReleasingGPUs` reads it (in hundredths of a GPU, KAI's rounding):
+
+    * idle: whole idle devices, plus the free room of every shared device with *allocated*
+      memory (`1 - ceil(allocated / device memory, 0.01)`), plus idle MIG slices;
+    * releasing: whole releasing devices, plus the releasing memory of every shared device that
+      is not releasing as a whole (those are among the whole ones), plus releasing MIG slices.
+
+    A shared device that holds only pipelined shares has no allocated memory (its releasing
+    memory is negative), so its free room counts in neither sum: KAI does not offer a node whose
+    only room is there (unless the scenario's victims are on it)."""
     n = len(ssn.nodes)
     if any(not t.pod.gpu.milli and not t.pod.mig and not t.pod.gpu.is_gpu_memory for t in tasks):
         return np.ones(n, dtype=bool)
     nodes = ssn.nodes
-    mask = (nodes.idle[:, GPU_COL] > 0) | (nodes.releasing[:, GPU_COL] > 0)
+    # Whole devices are in milli-GPUs: hundredths are a tenth of them.
+    idle = nodes.idle[:, GPU_COL] // 10
+    releasing = nodes.releasing[:, GPU_COL] // 10
+    for col, slices in ssn.space.mig_columns():
+        idle = idle + 100 * slices * nodes.idle[:, col]
+        releasing = releasing + 100 * slices * nodes.releasing[:, col]
     for i, groups in enumerate(nodes.groups):
-        if not mask[i]:
-            mask[i] = any(int(nodes.gpu_memory[i]) - g.allocated + g.releasing > 0 for g in groups.values())
-    for col, _g in ssn.space.mig_columns():
-        mask |= (nodes.idle[:, col] > 0) | (nodes.releasing[:, col] > 0)
+        if not groups:
+            continue
+        mem = int(nodes.gpu_memory[i])
+        for g in groups.values():
+            if g.allocated > 0:
+                idle[i] += 100 - _hundredths(g.allocated, mem)
+            if g.releasing > 0 and not (g.used > 0 and g.used == g.releasing):
+                releasing[i] += _hundredths(g.releasing, mem)
+    mask: np.ndarray = (idle > 0) | (releasing > 0)
     return mask
+
+
+def _hundredths(mib: int, device: int) -> int:
+    """KAI `getGpuMemoryFractionalOnNode`: `mib` of a `device`-MiB GPU, rounded up to 0.01."""
+    return -(-mib * 100 // device) if device > 0 else 100
