@@ -16,12 +16,13 @@ the same order. Ties the comparator leaves open go to the older queue, then the 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from shoal.framework.faults import isolated
-from shoal.framework.jobs import Job
+from shoal.framework.jobs import Job, QueueInfo
 from shoal.framework.queue_tree import QueueTree, TreeNode
 from shoal.framework.session import Session
 from shoal.model.status import ALLOCATED_SET, PodStatus
@@ -47,18 +48,24 @@ class JobsByQueue(QueueTree[list[_Entry]]):
         self.depth = depth
         self._seq = 0
         self.popped: dict[str, np.ndarray] = {}
-        keyed: list[tuple[Job, tuple[object, ...]]] = []
+        keyed: list[tuple[str, Job, tuple[object, ...]]] = []
+        memo = keys if keys is not None else {}
         for job in jobs:
             if job.queue is None or job.fault:
                 continue
+            uid = job.pg.uid
+            hit = memo.get(uid)
+            if hit is not None and hit[0] == job.version:
+                keyed.append((uid, job, hit[1]))
+                continue
             key = self._memo_key(job, keys)
             if key is not None:
-                keyed.append((job, key))
-        keyed.sort(key=lambda e: e[0].uid)
+                keyed.append((uid, job, key))
+        keyed.sort(key=_first)
         if depth is None:
             self._push_all(keyed)
         else:
-            for job, key in keyed:
+            for _uid, job, key in keyed:
                 self._push(job, key)
 
     # -- jobs --------------------------------------------------------------------------------
@@ -95,32 +102,45 @@ class JobsByQueue(QueueTree[list[_Entry]]):
             heapq.heapify(jobs)
         self._attach(node, new)
 
-    def _push_all(self, keyed: list[tuple[Job, tuple[object, ...]]]) -> None:
-        """`_push` of each job in turn, in fewer steps. A leaf's heap is only read through its
-        top (the least of a total order: key, then sequence number), so jobs may be appended
-        and the heap rebuilt before its top is next read: when a new leaf is linked (the heap
-        pushes compare tops) and at the end. Every leaf and its ancestors end up stale, as
-        after each push."""
-        pending: dict[str, list[_Entry]] = {}  # leaves appended to since their heap was last rebuilt
-        for job, key in keyed:
+    def _push_all(self, keyed: list[tuple[str, Job, tuple[object, ...]]]) -> None:
+        """`_push` of each job in turn (uid order, into an empty tree), in fewer steps. A leaf's
+        heap is only read through its top (the least of a total order: key, then sequence
+        number), and only when a new leaf is linked (the heap pushes compare tops) and after the
+        build. So each leaf's entries are gathered first, and before each link every linked leaf
+        is given exactly the entries pushed before the new leaf's first one. Every leaf and its
+        ancestors end up stale, as after each push."""
+        groups: dict[str, list[_Entry]] = {}
+        order: list[QueueInfo] = []  # leaves by their first job
+        seq = self._seq
+        for _uid, job, key in keyed:
             q = job.queue
             assert q is not None
-            self._seq += 1
+            seq += 1
+            entries = groups.get(q.name)
+            if entries is None:
+                entries = groups[q.name] = []
+                order.append(q)
+            entries.append((key, seq, job))
+        self._seq = seq
+        linked: list[tuple[_Node, list[_Entry]]] = []
+        for q in order:
+            entries = groups[q.name]
+            first = entries[0][1]
+            for node, got in linked:
+                upto = bisect_left(got, first, key=_seq_of)
+                if len(node.leaf) != upto:  # type: ignore[arg-type]
+                    node.leaf = got[:upto]
+                    heapq.heapify(node.leaf)
             node, new = self._leaf(q, list)
-            assert node.leaf is not None
-            node.leaf.append((key, self._seq, job))
-            if not new:
-                pending[q.name] = node.leaf
-                continue
-            for jobs in pending.values():
-                heapq.heapify(jobs)
-            pending.clear()
+            assert new and node.leaf is not None, "built into an empty tree only"
+            node.leaf.append(entries[0])
             self._link(node)
-        for jobs in pending.values():
-            heapq.heapify(jobs)
-        for node in list(self.nodes.values()):
-            if node.kids is None:
-                self._mark(node)
+            linked.append((node, entries))
+        for node, got in linked:
+            if len(node.leaf) != len(got):  # type: ignore[arg-type]
+                node.leaf = list(got)
+                heapq.heapify(node.leaf)
+            self._mark(node)
 
     # -- order -------------------------------------------------------------------------------
     def _less(self, a: _Node, b: _Node) -> bool:
@@ -162,6 +182,14 @@ class JobsByQueue(QueueTree[list[_Entry]]):
 
 
 ZERO3 = np.zeros(3)
+
+
+def _first(e: tuple[str, Job, tuple[object, ...]]) -> str:
+    return e[0]
+
+
+def _seq_of(e: _Entry) -> int:
+    return e[1]
 
 
 class Reverse:

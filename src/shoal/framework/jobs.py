@@ -26,7 +26,7 @@ class Task:
 
     __slots__ = (
         "accepted_gpu", "groups", "job", "left_on", "node", "order_key", "ordinal", "pod", "pod_set",
-        "portion", "status", "uid", "vec",
+        "portion", "signature", "status", "uid", "vec",
     )
 
     def __init__(self, pod: Pod, vec: Vector) -> None:
@@ -36,6 +36,9 @@ class Task:
         self.node = -1
         self.groups: list[str] = []
         self.vec = vec
+        #: Node choice's cache key (`actions.common.node_choice.task_signature`), set on first use:
+        #: it reads only the pod and `vec`, which a session never changes.
+        self.signature: tuple[object, ...] | None = None
         self.job: Job = None  # type: ignore[assignment]  # set by the session
         self.pod_set: PodSet = None  # type: ignore[assignment]
         #: Portion (milli) per device received on the current node (shared pods); 0 = whole.

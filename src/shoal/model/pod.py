@@ -22,22 +22,19 @@ class GpuRequest:
     portion_milli: int = 0
     devices: int = 1
     memory_mib: int = 0
+    #: Derived once (the request is frozen; the scheduler reads these per placement):
+    #: fraction or GPU-memory request, placed on shared GPU groups.
+    is_shared: bool = field(init=False, repr=False, compare=False)
+    #: KAI's `GPUs()` in milli-GPU: whole devices, or portion x devices (GPU memory: 0).
+    milli: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_shared(self) -> bool:
-        """Fraction or GPU-memory request: placed on shared GPU groups."""
-        return self.portion_milli > 0 or self.memory_mib > 0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_shared", self.portion_milli > 0 or self.memory_mib > 0)
+        object.__setattr__(self, "milli", self.whole * MILLI if self.whole else self.portion_milli * self.devices)
 
     @property
     def is_gpu_memory(self) -> bool:
         return self.memory_mib > 0 and self.portion_milli == 0
-
-    @property
-    def milli(self) -> int:
-        """KAI's `GPUs()` in milli-GPU: whole devices, or portion x devices (GPU memory: 0)."""
-        if self.whole:
-            return self.whole * MILLI
-        return self.portion_milli * self.devices
 
     @property
     def any(self) -> bool:

@@ -14,6 +14,7 @@ from shoal.policy.reclaim import QueueState, can_reclaim, reclaimable
 
 #: Whole unit each resource's over-quota share is floored to (GPU milli -> devices).
 UNITS = (float(MILLI), 1.0, 1.0)
+_NO_LIMIT = [-1.0, -1.0, -1.0]
 UNIT_NAMES = {"gpu": ("GPU", 1000.0), "cpu": ("CPU", 1000.0), "memory": ("memory", 1e6)}
 
 
@@ -96,7 +97,7 @@ def task_over_capacity(ssn: Session, task: Task, node: int) -> str | None:
     gpu = float(task.pod.gpu_quota_milli)
     if task.pod.gpu.is_shared:
         gpu = float(ssn.node_portion(task, node)) if ssn.nodes.names else gpu
-    req = np.array([gpu, task.pod.cpu_milli, task.pod.memory], dtype=np.float64)
+    req = (gpu, float(task.pod.cpu_milli), float(task.pod.memory))
     # Only job-level refusals feed allocate's pruning (a per-node refusal is not universal).
     saved = job.capacity_block
     msg = _check(job, req)
@@ -104,17 +105,23 @@ def task_over_capacity(ssn: Session, task: Task, node: int) -> str | None:
     return msg
 
 
-def _check(job: Job, req: np.ndarray) -> str | None:
+def _check(job: Job, request: np.ndarray | tuple[float, float, float]) -> str | None:
     assert job.queue is not None
+    # Plain floats: this runs once per task placed, and numpy scalar reads cost more than the sums.
+    req = request.tolist() if isinstance(request, np.ndarray) else request
     for q in job.queue.ancestors():
+        limit = q.limit.tolist()
+        if limit == _NO_LIMIT:
+            continue
+        allocated = q.allocated.tolist()
         for r in range(3):
-            lim = q.limit[r]
-            if lim != -1 and req[r] != 0 and lim < q.allocated[r] + req[r]:
+            lim = limit[r]
+            if lim != -1 and req[r] != 0 and lim < allocated[r] + req[r]:
                 job.capacity_block = (q.name, r, "limit", float(req[r]))
                 return (f"OverLimit: queue {q.name} would exceed its {QUEUE_COLUMNS[r]} limit "
-                        f"({_fmt(r, q.allocated[r] + req[r])} > {_fmt(r, lim)})")
+                        f"({_fmt(r, allocated[r] + req[r])} > {_fmt(r, lim)})")
     if not job.preemptible:
-        over = job.queue.over_nonpreemptible_quota(req)
+        over = job.queue.over_nonpreemptible_quota(np.asarray(req, dtype=np.float64))
         if over is not None:
             q, r = over
             job.capacity_block = (q.name, r, "quota", float(req[r]))
@@ -202,10 +209,12 @@ def partial_request(partial: list[Task]) -> np.ndarray:
     partial job's tasks. KAI's validator reads the scenario's preemptor, which is the partial job
     (the first k tasks to allocate), so a gang's early partial jobs ask for less than the whole
     job does - the whole job's request is for `can_reclaim` alone."""
-    total = np.zeros(len(QUEUE_COLUMNS))
+    # Summed in plain floats in the order float64 vectors would be: the same values, fewer arrays.
+    gpu = cpu = mem = 0.0
     for t in partial:
-        total += t.request_quota_vector()
-    return total
+        g, c, m = t.request_quota()
+        gpu, cpu, mem = gpu + g, cpu + c, mem + m
+    return np.array([gpu, cpu, mem])
 
 
 def register_reclaim(ssn: Session, multiplier: float) -> None:

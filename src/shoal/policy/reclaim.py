@@ -103,7 +103,8 @@ def reclaimable(queues: dict[str, QueueState], reclaimer: str, req: np.ndarray, 
         x, y = leveled(queues, reclaimer, qname)
         if y not in remaining:
             remaining[y] = queues[y].allocated.copy()
-        taken = np.stack(chunks[qname]).astype(np.float64, copy=False).reshape(-1, 3)
+        # np.array reads a list of small vectors several times faster than np.stack.
+        taken = np.array(chunks[qname], dtype=np.float64).reshape(-1, 3)
         # The chunks go one after another: before chunk i, Y has lost chunks 0..i-1 (y is on
         # qname's path). Checked for all i at once.
         before = remaining[y] - np.vstack([np.zeros((1, 3)), np.cumsum(taken[:-1], axis=0)])

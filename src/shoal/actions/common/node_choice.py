@@ -103,7 +103,9 @@ def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
 
 def _entry(ssn: Session, task: Task) -> _Entry:
     cache = ssn.state.setdefault(_CACHE, dict)
-    sig = task_signature(task)
+    sig = task.signature
+    if sig is None:
+        sig = task.signature = task_signature(task)
     entry = cache.get(sig)
     if entry is None:
         entry = cache[sig] = _full(ssn, task)

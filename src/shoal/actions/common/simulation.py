@@ -31,10 +31,12 @@ from shoal.model.status import PodStatus
 
 def request_vector(tasks: list[Task]) -> np.ndarray:
     """KAI's job init resource in queue units: GPU-memory tasks count memory/100 GPUs."""
-    total = np.zeros(3)
+    # Summed in plain floats in the order float64 vectors would be: the same values, fewer arrays.
+    gpu = cpu = mem = 0.0
     for t in tasks:
-        total += t.request_quota_vector()
-    return total
+        g, c, m = t.request_quota()
+        gpu, cpu, mem = gpu + g, cpu + c, mem + m
+    return np.array([gpu, cpu, mem])
 
 
 def simulated_request(job: Job) -> np.ndarray:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shoal.actions.common.scenario_filter import victim_gain
-from shoal.actions.common.victim_queue import VictimQueue
+from shoal.actions.common.victim_queue import Leaf, VictimQueue
 from shoal.actions.common.victims import clone_job, tasks_to_evict
 from shoal.framework.jobs import Job, Task
 
@@ -55,6 +55,8 @@ class VictimLog:
         self.batch_of: dict[str, list[Task]] = {}
         self.exhausted = False
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: The live queue's only leaf once one is left: popped directly (`VictimQueue.sole_leaf`).
+        self._sole: Leaf | None = None
 
     def get(self, i: int) -> Entry | None:
         """Entry i, popping the queue as far as needed; None past the end of the sequence."""
@@ -68,7 +70,12 @@ class VictimLog:
             self._pop_one()
 
     def _pop_one(self) -> None:
-        job = self._live.pop() if self._live else None
+        sole = self._sole
+        if sole is None:
+            job = self._live.pop() if self._live else None
+            self._sole = self._live.sole_leaf()
+        else:
+            job = sole.pop() if sole else None
         if job is None:
             self.exhausted = True
             return
@@ -77,7 +84,10 @@ class VictimLog:
         if more:
             ids = {t.uid for t in batch}
             pushed = clone_job(job, [t for t in job.tasks if t.uid not in ids])
-            self._live.push(pushed)
+            if sole is None:
+                self._live.push(pushed)
+            else:
+                self._live.push_back(sole, pushed)
         e = len(self.entries)
         self.entries.append(Entry(job, batch, pushed, len(self.tasks)))
         for t in batch:

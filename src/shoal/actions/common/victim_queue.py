@@ -26,7 +26,7 @@ from shoal.framework.queue_tree import QueueTree, TreeNode
 from shoal.framework.session import Session
 
 
-class _Leaf:
+class Leaf:
     """The victims of one leaf queue, most victimisable first: the initial jobs as a list sorted
     once (shared by copies, read through a cursor) merged with a heap of pushed-back clones."""
 
@@ -38,8 +38,8 @@ class _Leaf:
         self.cursor = 0
         self.heap: list[tuple[tuple[Reverse, ...], int, tuple[object, ...], Job]] = []
 
-    def copy(self) -> _Leaf:
-        out = _Leaf(self.ordered, self.keys)
+    def copy(self) -> Leaf:
+        out = Leaf(self.ordered, self.keys)
         out.cursor = self.cursor
         out.heap = list(self.heap)
         return out
@@ -63,10 +63,10 @@ class _Leaf:
         return heapq.heappop(self.heap)[3]
 
 
-_Node = TreeNode[_Leaf]
+_Node = TreeNode[Leaf]
 
 
-class VictimQueue(QueueTree[_Leaf]):
+class VictimQueue(QueueTree[Leaf]):
     """Victim-mode jobs by queue (see the module docstring). Pop returns the next victim job."""
 
     def __init__(self, ssn: Session, jobs: Iterable[Job] = ()) -> None:
@@ -81,7 +81,7 @@ class VictimQueue(QueueTree[_Leaf]):
         first = {name: min(j.uid for _k, j in entries) for name, entries in by_queue.items()}
         for name in sorted(by_queue, key=lambda n: (first[n], n)):
             entries = sorted(by_queue[name], key=lambda e: e[0], reverse=True)
-            leaf = _Leaf([j for _k, j in entries], [k for k, _j in entries])
+            leaf = Leaf([j for _k, j in entries], [k for k, _j in entries])
             q = entries[0][1].queue
             assert q is not None
             node, new = self._leaf(q, lambda leaf=leaf: leaf)  # type: ignore[misc]
@@ -108,12 +108,34 @@ class VictimQueue(QueueTree[_Leaf]):
         q = job.queue
         if q is None or not q.is_leaf:
             return
+        node, new = self._leaf(q, lambda: Leaf([], []))
+        assert node.leaf is not None
+        self._push_leaf(node.leaf, job)
+        self._attach(node, new)
+
+    def _push_leaf(self, leaf: Leaf, job: Job) -> None:
         key = self.ssn.job_key(job)
         self._seq += 1
-        node, new = self._leaf(q, lambda: _Leaf([], []))
-        assert node.leaf is not None
-        heapq.heappush(node.leaf.heap, (tuple(Reverse(k) for k in key), self._seq, key, job))
-        self._attach(node, new)
+        heapq.heappush(leaf.heap, (tuple(Reverse(k) for k in key), self._seq, key, job))
+
+    def sole_leaf(self) -> Leaf | None:
+        """The jobs of the only leaf left, when the tree is a single path (else None).
+
+        Then every further pop comes from that leaf and every push-back goes into it (a clone
+        keeps its job's queue): the queue comparisons, stale marks and victim totals can no
+        longer change the order, so a caller that only pops and pushes back may use the leaf's
+        own `pop` and `push_back` instead and leave this queue behind."""
+        heap = self.roots
+        while len(heap) == 1:
+            node = heap.peek()
+            if node.kids is None:
+                return node.leaf
+            heap = node.kids
+        return None
+
+    def push_back(self, leaf: Leaf, job: Job) -> None:
+        """`push` of a clone into `leaf`, the `sole_leaf` (see there)."""
+        self._push_leaf(leaf, job)
 
     # -- order -------------------------------------------------------------------------------
     def _victims(self, node: _Node) -> np.ndarray:
