@@ -296,12 +296,18 @@ class Session:
         q = task.job.queue
         if q is None:
             return
-        vec = task.quota_vector() if sign == 1 else task.quota_vector() * sign
+        vec = task.quota_vector()
         np_job = not task.job.preemptible
+        # x - v is exactly x + (-v) in floating point: no negated copy is needed.
         for a in q.ancestors():
-            a.allocated += vec
-            if np_job:
-                a.allocated_np += vec
+            if sign == 1:
+                a.allocated += vec
+                if np_job:
+                    a.allocated_np += vec
+            else:
+                a.allocated -= vec
+                if np_job:
+                    a.allocated_np -= vec
 
     # -- helpers for actions ---------------------------------------------------------------
     def job_key(self, job: Job) -> tuple[Any, ...]:

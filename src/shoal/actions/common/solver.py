@@ -138,8 +138,9 @@ class VictimSolver:
         evicted: set[str] = set()
         rec_caps = caps
         self._rec_nodes = set()
+        flat: list[Task] = []
         for k in range(1, n + 1):
-            sol = self._solve_partial(stmt, base, tasks[:k], recorded, rec_caps)
+            sol = self._solve_partial(stmt, base, tasks[:k], recorded, flat, evicted, rec_caps)
             if sol is None:
                 stmt.discard()
                 return None
@@ -149,11 +150,12 @@ class VictimSolver:
             # Read once the scenario is undone: where the hit tasks are, not where it moved them.
             self._rec_nodes = {t.node for t in sol.hit if t.node >= 0}
             recorded = sol.victim_batches
-            now = {t.uid for b in recorded for t in b}
+            flat = [t for b in recorded for t in b]
+            now = {t.uid for t in flat}
             if not evicted <= now:
                 stmt.discard()  # a recorded victim was dropped: rebuild the base
                 evicted, rec_caps, self._base_hit = set(), caps, True
-            fresh = [t for b in recorded for t in b if t.uid not in evicted]
+            fresh = [t for t in flat if t.uid not in evicted]
             self._evict(stmt, fresh)
             self._base_hit = self._base_hit and all(t.status in _HIT for t in fresh)
             rec_caps = rec_caps + gpu_gains(fresh, len(caps))
@@ -171,18 +173,19 @@ class VictimSolver:
 
     # -- scenarios -------------------------------------------------------------------------
     def _solve_partial(self, stmt: Statement, base: int, partial: list[Task],
-                       recorded_batches: list[list[Task]], rec_caps: np.ndarray) -> _Solution | None:
+                       recorded_batches: list[list[Task]], recorded: list[Task], rec: set[str],
+                       rec_caps: np.ndarray) -> _Solution | None:
         """KAI `solvePartialJob`: the scenarios of one partial job in order, each simulated only
         when the filters pass; the first solution (its operations left in `stmt`), or None
-        (`stmt` back at `base`, where the recorded victims are evicted). `rec_caps`: the filter's
-        capacities with the recorded victims' GPUs added."""
+        (`stmt` back at `base`, where the recorded victims are evicted). `recorded`: the tasks of
+        `recorded_batches` in order, `rec` their uids; `rec_caps`: the filter's capacities with
+        the recorded victims' GPUs added."""
         assert self.preemptor is not None and self._log is not None
-        recorded = [t for b in recorded_batches for t in b]
         self._reps = {t.uid: b for b in recorded_batches for t in b}
         self._rec_batches = recorded_batches
         self._rec_disjoint = len(self._reps) == len(recorded)
         self._base = base
-        rec = self._rec_uids = {t.uid for t in recorded}
+        self._rec_uids = rec
         filt = IdleGpuFilter(rec_caps, partial)
         topo = TopologyGpuFilter(self.ssn, self._caps, self.preemptor, partial)
         topo.add(recorded)
