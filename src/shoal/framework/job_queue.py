@@ -49,18 +49,12 @@ class JobsByQueue(QueueTree[list[_Entry]]):
         self._seq = 0
         self.popped: dict[str, np.ndarray] = {}
         keyed: list[tuple[str, Job, tuple[object, ...]]] = []
-        memo = keys if keys is not None else {}
         for job in jobs:
             if job.queue is None or job.fault:
                 continue
-            uid = job.pg.uid
-            hit = memo.get(uid)
-            if hit is not None and hit[0] == job.version:
-                keyed.append((uid, job, hit[1]))
-                continue
             key = self._memo_key(job, keys)
             if key is not None:
-                keyed.append((uid, job, key))
+                keyed.append((job.pg.uid, job, key))
         keyed.sort(key=_first)
         if depth is None:
             self._push_all(keyed)

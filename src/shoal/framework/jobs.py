@@ -77,6 +77,17 @@ class Task:
         return gpu, float(p.cpu_milli), float(p.memory)
 
 
+def request_total(tasks: list[Task]) -> np.ndarray:
+    """The tasks' `request_quota` summed (KAI's job init resource in queue units: GPU-memory
+    tasks count memory/100 GPUs). Summed in plain floats in the order float64 vectors would
+    be: the same values, without an array per task."""
+    gpu = cpu = mem = 0.0
+    for t in tasks:
+        g, c, m = t.request_quota()
+        gpu, cpu, mem = gpu + g, cpu + c, mem + m
+    return np.array([gpu, cpu, mem])
+
+
 def capacity_request(tasks: list[Task]) -> np.ndarray:
     """What placing `tasks` asks of their queue for KAI's capacity checks (limits, quota):
     GPU quota (milli; GPU memory counts 0), CPU milli, memory bytes."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from shoal.framework.jobs import QUEUE_COLUMNS, Job, QueueInfo, Task, capacity_request
+from shoal.framework.jobs import QUEUE_COLUMNS, Job, QueueInfo, Task, capacity_request, request_total
 from shoal.framework.session import Session
 from shoal.model.resources import MILLI
 from shoal.model.status import PodStatus
@@ -87,7 +89,7 @@ def job_over_capacity(ssn: Session, job: Job, tasks: list[Task]) -> str | None:
     """OverLimit / NonPreemptibleOverQuota for the tasks about to be placed, or None."""
     if job.queue is None:
         return None
-    return _check(job, capacity_request(tasks))
+    return _check(job, capacity_request(tasks).tolist())
 
 
 def task_over_capacity(ssn: Session, task: Task, node: int) -> str | None:
@@ -105,10 +107,10 @@ def task_over_capacity(ssn: Session, task: Task, node: int) -> str | None:
     return msg
 
 
-def _check(job: Job, request: np.ndarray | tuple[float, float, float]) -> str | None:
+def _check(job: Job, req: Sequence[float]) -> str | None:
+    """`req`: GPU milli, CPU milli, memory bytes as plain floats - this runs once per task placed,
+    and numpy scalar reads cost more than the sums."""
     assert job.queue is not None
-    # Plain floats: this runs once per task placed, and numpy scalar reads cost more than the sums.
-    req = request.tolist() if isinstance(request, np.ndarray) else request
     for q in job.queue.ancestors():
         limit = q.limit.tolist()
         if limit == _NO_LIMIT:
@@ -209,12 +211,7 @@ def partial_request(partial: list[Task]) -> np.ndarray:
     partial job's tasks. KAI's validator reads the scenario's preemptor, which is the partial job
     (the first k tasks to allocate), so a gang's early partial jobs ask for less than the whole
     job does - the whole job's request is for `can_reclaim` alone."""
-    # Summed in plain floats in the order float64 vectors would be: the same values, fewer arrays.
-    gpu = cpu = mem = 0.0
-    for t in partial:
-        g, c, m = t.request_quota()
-        gpu, cpu, mem = gpu + g, cpu + c, mem + m
-    return np.array([gpu, cpu, mem])
+    return request_total(partial)
 
 
 def register_reclaim(ssn: Session, multiplier: float) -> None:

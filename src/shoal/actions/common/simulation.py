@@ -23,7 +23,7 @@ import numpy as np
 
 from shoal.actions.common.job_allocation import allocate_job, tasks_to_allocate
 from shoal.framework.job_queue import JobsByQueue
-from shoal.framework.jobs import Job, Task
+from shoal.framework.jobs import Job, Task, request_total
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 from shoal.model.status import PodStatus
@@ -31,12 +31,7 @@ from shoal.model.status import PodStatus
 
 def request_vector(tasks: list[Task]) -> np.ndarray:
     """KAI's job init resource in queue units: GPU-memory tasks count memory/100 GPUs."""
-    # Summed in plain floats in the order float64 vectors would be: the same values, fewer arrays.
-    gpu = cpu = mem = 0.0
-    for t in tasks:
-        g, c, m = t.request_quota()
-        gpu, cpu, mem = gpu + g, cpu + c, mem + m
-    return np.array([gpu, cpu, mem])
+    return request_total(tasks)
 
 
 def simulated_request(job: Job) -> np.ndarray:

@@ -110,10 +110,12 @@ class VictimQueue(QueueTree[Leaf]):
             return
         node, new = self._leaf(q, lambda: Leaf([], []))
         assert node.leaf is not None
-        self._push_leaf(node.leaf, job)
+        self.push_back(node.leaf, job)
         self._attach(node, new)
 
-    def _push_leaf(self, leaf: Leaf, job: Job) -> None:
+    def push_back(self, leaf: Leaf, job: Job) -> None:
+        """Put `job` into `leaf`'s heap; alone (without `push`'s marks), a push into the
+        `sole_leaf` (see there)."""
         key = self.ssn.job_key(job)
         self._seq += 1
         heapq.heappush(leaf.heap, (tuple(Reverse(k) for k in key), self._seq, key, job))
@@ -124,7 +126,7 @@ class VictimQueue(QueueTree[Leaf]):
         Then every further pop comes from that leaf and every push-back goes into it (a clone
         keeps its job's queue): the queue comparisons, stale marks and victim totals can no
         longer change the order, so a caller that only pops and pushes back may use the leaf's
-        own `pop` and `push_back` instead and leave this queue behind."""
+        `pop` and `push_back` instead and leave this queue behind."""
         heap = self.roots
         while len(heap) == 1:
             node = heap.peek()
@@ -132,10 +134,6 @@ class VictimQueue(QueueTree[Leaf]):
                 return node.leaf
             heap = node.kids
         return None
-
-    def push_back(self, leaf: Leaf, job: Job) -> None:
-        """`push` of a clone into `leaf`, the `sole_leaf` (see there)."""
-        self._push_leaf(leaf, job)
 
     # -- order -------------------------------------------------------------------------------
     def _victims(self, node: _Node) -> np.ndarray:
