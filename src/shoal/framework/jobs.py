@@ -100,6 +100,11 @@ def capacity_request(tasks: list[Task]) -> np.ndarray:
     return np.array([gpu, cpu, mem])
 
 
+#: Per status, the pod-set counters it adds to (one lookup per status change, a hot path).
+_COUNTED = {st: (st in ACTIVE_ALLOCATED_SET, st in ACTIVE_USED_SET, st in ALIVE_SET, st == PodStatus.GATED,
+                 st == PodStatus.PENDING) for st in PodStatus}
+
+
 @dataclass(slots=True)
 class PodSet:
     spec: PodSetSpec
@@ -119,15 +124,16 @@ class PodSet:
         return self.spec.min_available
 
     def count(self, status: PodStatus, delta: int) -> None:
-        if status in ACTIVE_ALLOCATED_SET:
+        active_allocated, active_used, alive, gated, pending = _COUNTED[status]
+        if active_allocated:
             self.active_allocated += delta
-        if status in ACTIVE_USED_SET:
+        if active_used:
             self.active_used += delta
-        if status in ALIVE_SET:
+        if alive:
             self.alive += delta
-        if status == PodStatus.GATED:
+        if gated:
             self.gated += delta
-        elif status == PodStatus.PENDING:
+        elif pending:
             self.pending += delta
 
 
@@ -153,9 +159,11 @@ class Job:
     #: Set when handling the job raised (framework.faults): no action touches it again this cycle.
     fault: str = ""
 
-    @property
-    def uid(self) -> str:
-        return self.pg.uid
+    #: The PodGroup's uid, copied once (read on every queue build, validation and victim pop).
+    uid: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.uid = self.pg.uid
 
     @property
     def priority(self) -> int:
