@@ -170,12 +170,13 @@ class ScenarioSimulation:
         the same verdict, so each distinct signature is judged once."""
         ssn = self.ssn
         sigs: set[_Sig] = set()
+        jobs, memo, add = ssn.jobs, self._sim_sigs, sigs.add  # locals: a loop over every victim job
         for uid in victim_jobs:
-            j = ssn.jobs[uid]
-            hit = self._sim_sigs.get(uid)
-            if hit is None or hit[0] != j.version:
-                hit = self._sim_sigs[uid] = (j.version, self._signature(tasks_to_allocate(j, real=False)))
-            sigs.add(hit[1])
+            version = jobs[uid].version
+            hit = memo.get(uid)
+            if hit is None or hit[0] != version:
+                hit = memo[uid] = (version, self._signature(tasks_to_allocate(jobs[uid], real=False)))
+            add(hit[1])
         free: np.ndarray | None = None
         verdict: dict[bytes, bool] = {}
         for sig in sigs:
