@@ -8,10 +8,11 @@ import numpy as np
 
 from shoal.actions.common.job_allocation import tasks_to_allocate
 from shoal.actions.common.preemption import candidate_victims, run_preemptors
+from shoal.actions.common.victims import kai_gpu_sums
 from shoal.framework.cycle_state import StateKey
 from shoal.framework.jobs import Job, Task
 from shoal.framework.session import Session
-from shoal.model.resources import GPU_COL, MILLI
+from shoal.model.resources import MILLI
 from shoal.model.status import PodStatus
 
 
@@ -24,27 +25,25 @@ _FREE_GPUS: StateKey[tuple[int, float]] = StateKey("free GPUs")
 
 
 def enough_gpus(ssn: Session, job: Job) -> bool:
-    """KAI `IsEnoughGPUsAllocatableForJob`: idle + releasing GPUs of ready nodes (whole devices
-    and free room on shared devices) cover the GPUs the job's next tasks ask for."""
+    """KAI `IsEnoughGPUsAllocatableForJob`: the idle + releasing GPUs of ready nodes, as KAI's
+    `GetSumOfIdleGPUs` / `GetSumOfReleasingGPUs` read them (`victims.kai_gpu_sums`: a shared
+    device's room counts beside its allocated shares only, not its pipelined ones), cover the
+    GPUs the job's next tasks ask for."""
     need = sum(t.pod.gpu.milli for t in tasks_to_allocate(job, real=False)) / MILLI
-    return _free_gpus(ssn) >= need
+    return free_gpus(ssn) >= need
 
 
-def _free_gpus(ssn: Session) -> float:
-    """Free GPUs of ready nodes; cached until a node changes (node versions only grow)."""
+def free_gpus(ssn: Session) -> float:
+    """The gate's free GPUs: idle + releasing GPUs of ready nodes as KAI sums them; cached until a
+    node changes (node versions only grow)."""
     nodes = ssn.nodes
     stamp = int(nodes.version.sum())
     cached = ssn.state.get(_FREE_GPUS)
     if cached is not None and cached[0] == stamp:
         return float(cached[1])
     ready = np.array([n.ready for n in nodes.nodes], dtype=bool)
-    free = float((nodes.idle[ready, GPU_COL] + nodes.releasing[ready, GPU_COL]).sum()) / MILLI
-    for i in np.flatnonzero(ready).tolist():
-        mem = int(nodes.gpu_memory[i]) or 1
-        for g in nodes.groups[i].values():
-            free += max(mem - g.allocated + g.releasing, 0) / mem
-    for col, slices in ssn.space.mig_columns():
-        free += float((nodes.idle[ready, col] + nodes.releasing[ready, col]).sum()) * slices
+    idle, releasing = kai_gpu_sums(ssn)
+    free = float((idle[ready] + releasing[ready]).sum()) / 100
     ssn.state.set(_FREE_GPUS, (stamp, free))
     return free
 

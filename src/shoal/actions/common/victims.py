@@ -51,20 +51,30 @@ def tasks_to_evict(job: Job) -> tuple[list[Task], bool]:
 
 def feasible_nodes(ssn: Session, tasks: list[Task]) -> np.ndarray:
     """KAI `FeasibleNodesForJob`: every node if some task needs no GPU, else the nodes whose idle
-    GPUs or releasing GPUs sum above zero, each sum as KAI's `GetSumOfIdleGPUs` /
-    `GetSumOfReleasingGPUs` reads it (in hundredths of a GPU, KAI's rounding):
-
-    * idle: whole idle devices, plus the free room of every shared device with *allocated*
-      memory (`1 - ceil(allocated / device memory, 0.01)`), plus idle MIG slices;
-    * releasing: whole releasing devices, plus the releasing memory of every shared device that
-      is not releasing as a whole (those are among the whole ones), plus releasing MIG slices.
-
-    A shared device that holds only pipelined shares has no allocated memory (its releasing
-    memory is negative), so its free room counts in neither sum: KAI does not offer a node whose
+    GPUs or releasing GPUs sum above zero, each sum as KAI reads it (`kai_gpu_sums`). A shared
+    device that holds only pipelined shares adds to neither sum: KAI does not offer a node whose
     only room is there (unless the scenario's victims are on it)."""
     n = len(ssn.nodes)
     if any(not t.pod.gpu.milli and not t.pod.mig and not t.pod.gpu.is_gpu_memory for t in tasks):
         return np.ones(n, dtype=bool)
+    idle, releasing = kai_gpu_sums(ssn)
+    mask: np.ndarray = (idle > 0) | (releasing > 0)
+    return mask
+
+
+def kai_gpu_sums(ssn: Session) -> tuple[np.ndarray, np.ndarray]:
+    """Per node, (idle, releasing) GPUs in hundredths of a GPU as KAI's `GetSumOfIdleGPUs` /
+    `GetSumOfReleasingGPUs` read them (KAI's rounding, 0.01):
+
+    * idle: whole idle devices, plus the free room of every shared device with *allocated*
+      memory (`1 - ceil(allocated / device memory, 0.01)`; pipelined shares are not subtracted),
+      plus idle MIG slices;
+    * releasing: whole releasing devices, plus the releasing memory of every shared device that
+      is not releasing as a whole (those are among the whole ones), plus releasing MIG slices.
+
+    A shared device that holds only pipelined shares has no allocated memory and a negative
+    releasing memory, so its free room counts in neither sum (its device was taken from the
+    releasing whole devices)."""
     nodes = ssn.nodes
     # Whole devices are in milli-GPUs: hundredths are a tenth of them.
     idle = nodes.idle[:, GPU_COL] // 10
@@ -81,8 +91,7 @@ def feasible_nodes(ssn: Session, tasks: list[Task]) -> np.ndarray:
                 idle[i] += 100 - _hundredths(g.allocated, mem)
             if g.releasing > 0 and not (g.used > 0 and g.used == g.releasing):
                 releasing[i] += _hundredths(g.releasing, mem)
-    mask: np.ndarray = (idle > 0) | (releasing > 0)
-    return mask
+    return idle, releasing
 
 
 def _hundredths(mib: int, device: int) -> int:
