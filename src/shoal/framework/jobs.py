@@ -26,7 +26,7 @@ class Task:
 
     __slots__ = (
         "accepted_gpu", "groups", "job", "left_on", "node", "order_key", "ordinal", "pod", "pod_set",
-        "portion", "signature", "status", "uid", "vec",
+        "portion", "quota_cache", "signature", "status", "uid", "vec",
     )
 
     def __init__(self, pod: Pod, vec: Vector) -> None:
@@ -39,6 +39,8 @@ class Task:
         #: Node choice's cache key (`actions.common.node_choice.task_signature`), set on first use:
         #: it reads only the pod and `vec`, which a session never changes.
         self.signature: tuple[object, ...] | None = None
+        #: `quota_vector` of a whole-resource task (read-only; its pod never changes in a session).
+        self.quota_cache: np.ndarray | None = None
         self.job: Job = None  # type: ignore[assignment]  # set by the session
         self.pod_set: PodSet = None  # type: ignore[assignment]
         #: Portion (milli) per device received on the current node (shared pods); 0 = whole.
@@ -57,8 +59,15 @@ class Task:
         return f"Task({self.uid}, {self.status.title}, node={self.node})"
 
     def quota_vector(self) -> np.ndarray:
-        """This task's share of its queue (GPU quota milli, CPU milli, memory bytes)."""
-        return np.array(self.quota(), dtype=np.float64)
+        """This task's share of its queue (GPU quota milli, CPU milli, memory bytes). Read-only:
+        a whole-resource task's vector is made once (a shared task's follows `accepted_gpu`)."""
+        if self.pod.gpu.is_shared:
+            return np.array(self.quota(), dtype=np.float64)
+        vec = self.quota_cache
+        if vec is None:
+            vec = self.quota_cache = np.array(self.quota(), dtype=np.float64)
+            vec.flags.writeable = False
+        return vec
 
     def quota(self) -> tuple[float, float, float]:
         """`quota_vector` as plain floats (hot loops avoid tiny numpy arrays)."""
