@@ -11,36 +11,15 @@ from __future__ import annotations
 
 import pytest
 
+from core.one_gpu_node import HALF, QUARTER, WHOLE, Held, snapshot
 from shoal.actions.consolidation import enough_gpus, free_gpus
 from shoal.cycle import open_session
 from shoal.framework.config import SchedulerConfig
-from shoal.model import ClusterSnapshot, GpuRequest, Node, Pod, PodGroup, PodStatus, Queue, QueueResource
-
-GIB = 1 << 30
-NOW = 1_000_000.0
-QUARTER = GpuRequest(portion_milli=250)
-HALF = GpuRequest(portion_milli=500)
-WHOLE = GpuRequest(whole=1)
+from shoal.model import GpuRequest, PodStatus
 
 
-def _snapshot(want: GpuRequest, *held: tuple[PodStatus, GpuRequest, str]) -> ClusterSnapshot:
-    """One 2-GPU node holding the pods `held` (status, request, shared device or ""), and a
-    pending pod asking for `want`."""
-    node = Node("n0", {"cpu": 8000, "memory": 64 * GIB, "nvidia.com/gpu": 2, "pods": 110},
-                gpu_memory_mib=40_000)
-    snap = ClusterSnapshot(now=NOW, nodes=[node], queues=[Queue("a", gpu=QueueResource(2000, -1))])
-    pods = [(f"held{i}", st, gpu, group) for i, (st, gpu, group) in enumerate(held)]
-    for name, st, gpu, group in [*pods, ("want", PodStatus.PENDING, want, "")]:
-        pg = PodGroup(name, name, "ns", "a", 50, True, creation=float(len(snap.podgroups)))
-        snap.podgroups.append(pg)
-        snap.pods.append(Pod(f"{name}-0", f"{name}-0", "ns", name, st, cpu_milli=100, memory=GIB, gpu=gpu,
-                             node=None if st == PodStatus.PENDING else "n0",
-                             gpu_groups=[group] if group else [], creation=pg.creation))
-    return snap
-
-
-def _free(*held: tuple[PodStatus, GpuRequest, str]) -> float:
-    return free_gpus(open_session(_snapshot(QUARTER, *held), SchedulerConfig()))
+def _free(*held: Held) -> float:
+    return free_gpus(open_session(snapshot(2, QUARTER, *held), SchedulerConfig()))
 
 
 def test_room_beside_allocated_shares_counts() -> None:
@@ -63,5 +42,5 @@ def test_a_device_holding_only_pipelined_shares_adds_nothing() -> None:
     # would give 0.5), and the gate turns a quarter-GPU job away
     held = ((PodStatus.RUNNING, WHOLE, ""), (PodStatus.RELEASING, WHOLE, ""), (PodStatus.PIPELINED, HALF, "g1"))
     assert _free(*held) == 0
-    ssn = open_session(_snapshot(QUARTER, *held), SchedulerConfig())
+    ssn = open_session(snapshot(2, QUARTER, *held), SchedulerConfig())
     assert not enough_gpus(ssn, next(j for j in ssn.jobs.values() if j.pg.name == "want"))

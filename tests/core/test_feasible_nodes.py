@@ -9,35 +9,15 @@ node feasible (docs/reclaim.md, found on unseen seed 71).
 
 from __future__ import annotations
 
+from core.one_gpu_node import HALF, QUARTER, WHOLE, Held, snapshot
 from shoal.actions.common.victims import feasible_nodes
 from shoal.cycle import open_session
 from shoal.framework.config import SchedulerConfig
-from shoal.model import ClusterSnapshot, GpuRequest, Node, Pod, PodGroup, PodStatus, Queue, QueueResource
-
-GIB = 1 << 30
-NOW = 1_000_000.0
-HALF = GpuRequest(portion_milli=500)
-WHOLE = GpuRequest(whole=1)
+from shoal.model import PodStatus
 
 
-def _snapshot(*held: tuple[PodStatus, GpuRequest, str]) -> ClusterSnapshot:
-    """One 1-GPU node holding the pods `held` (status, request, shared device or ""), and a
-    pending quarter-GPU pod."""
-    node = Node("n0", {"cpu": 8000, "memory": 64 * GIB, "nvidia.com/gpu": 1, "pods": 110},
-                gpu_memory_mib=40_000)
-    snap = ClusterSnapshot(now=NOW, nodes=[node], queues=[Queue("a", gpu=QueueResource(1000, -1))])
-    pods = [(f"held{i}", st, gpu, group) for i, (st, gpu, group) in enumerate(held)]
-    for name, st, gpu, group in [*pods, ("want", PodStatus.PENDING, GpuRequest(portion_milli=250), "")]:
-        pg = PodGroup(name, name, "ns", "a", 50, True, creation=float(len(snap.podgroups)))
-        snap.podgroups.append(pg)
-        snap.pods.append(Pod(f"{name}-0", f"{name}-0", "ns", name, st, cpu_milli=100, memory=GIB, gpu=gpu,
-                             node=None if st == PodStatus.PENDING else "n0",
-                             gpu_groups=[group] if group else [], creation=pg.creation))
-    return snap
-
-
-def _feasible(*held: tuple[PodStatus, GpuRequest, str]) -> bool:
-    ssn = open_session(_snapshot(*held), SchedulerConfig())
+def _feasible(*held: Held) -> bool:
+    ssn = open_session(snapshot(1, QUARTER, *held), SchedulerConfig())
     want = next(j for j in ssn.jobs.values() if j.pg.name == "want")
     return bool(feasible_nodes(ssn, want.tasks)[0])
 
