@@ -16,6 +16,7 @@ import numpy as np
 
 from shoal.framework.jobs import Job, PodSet, Task
 from shoal.framework.session import Session
+from shoal.model.pod import portion_for_memory
 from shoal.model.resources import GPU_COL
 from shoal.model.status import ACTIVE_ALLOCATED_SET
 
@@ -95,5 +96,6 @@ def kai_gpu_sums(ssn: Session) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hundredths(mib: int, device: int) -> int:
-    """KAI `getGpuMemoryFractionalOnNode`: `mib` of a `device`-MiB GPU, rounded up to 0.01."""
-    return -(-mib * 100 // device) if device > 0 else 100
+    """KAI `getGpuMemoryFractionalOnNode`: `mib` of a `device`-MiB GPU, rounded up to 0.01 - the
+    memory-to-portion rule of `model.resources.portion_for_memory`, in hundredths."""
+    return portion_for_memory(mib, device) // 10
