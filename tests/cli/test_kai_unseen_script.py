@@ -1,0 +1,102 @@
+"""`scripts/kai-unseen`: the unseen-seed agreement measurement, driven by a stand-in oracle.
+
+The stand-in answers `gen` with a copy of one of the test set's KAI-decided scenarios and `run`
+by copying its input to `--out` (the decisions are already in it), so the whole pipeline -
+generation, scoring, ten-run re-decision of the disagreeing ones, the final score - runs without
+KAI."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "kai-unseen"
+SET = ROOT / "tests" / "data" / "kai-oracle"
+
+
+def _fake_oracle(tmp: Path, source: Path) -> Path:
+    scenario = tmp / "source.yaml"
+    scenario.write_bytes(gzip.decompress(source.read_bytes()))
+    oracle = tmp / "oracle"
+    oracle.write_text(f"""#!/usr/bin/env bash
+set -eu
+case "$1" in
+  gen) cat '{scenario}' ;;
+  run) src="$2"; shift 2; out=""
+       while [ $# -gt 0 ]; do case "$1" in --out) out="$2"; shift 2 ;; *) shift ;; esac; done
+       echo "run $(basename "$src")" >> '{tmp}/calls'
+       cp "$src" "$out/$(basename "$src")" ;;
+esac
+""")
+    oracle.chmod(oracle.stat().st_mode | stat.S_IXUSR)
+    return oracle
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KAI_ORACLE": ""}
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, check=False,
+                          timeout=600)
+
+
+def _listed() -> set[str]:
+    known = yaml.safe_load((SET / "known_disagreements.yaml").read_text())
+    return {k.removeprefix("gen.random-") for k in known}
+
+
+def _pick(agreeing: bool) -> Path:
+    listed = _listed()
+    for path in sorted((SET / "random").glob("r20-*.yaml.gz")):
+        size, seed, kind = path.name.removesuffix(".yaml.gz").split("-", 2)
+        if kind == "full_cycle":
+            continue
+        if (f"n{size[1:]}-{seed}-{kind}" in listed) != agreeing:
+            return path
+    raise AssertionError("no such 20-node scenario in the set")
+
+
+def test_agreeing_scenarios_score_full_agreement(tmp_path: Path) -> None:
+    oracle = _fake_oracle(tmp_path, _pick(agreeing=True))
+    out = tmp_path / "u"
+    res = _run("--oracle", str(oracle), "--first-seed", "900", "--per-size", "1", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (out / "random").iterdir()) == [
+        "r100-s902-reclaim.yaml.gz", "r20-s900-reclaim.yaml.gz", "r50-s901-reclaim.yaml.gz"]
+    assert "3 scenarios, 3 agree (100.0 %)" in res.stdout
+    assert not list((out / "r10").glob("*.yaml"))  # nothing to decide again
+    calls = (tmp_path / "calls").read_text().split("\n")
+    assert sum("run" in c for c in calls) == 3
+
+
+def test_disagreeing_scenarios_are_decided_again_and_rescored(tmp_path: Path) -> None:
+    oracle = _fake_oracle(tmp_path, _pick(agreeing=False))
+    out = tmp_path / "u"
+    res = _run("--oracle", str(oracle), "--first-seed", "10", "--per-size", "1", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "3 scenarios, 0 agree (0.0 %), 3 differ" in res.stdout
+    assert len(list((out / "r10").glob("*.yaml"))) == 3
+    assert len(list((out / "final").iterdir())) == 3
+    # Resuming keeps what is there: no scenario is generated or decided again.
+    before = (tmp_path / "calls").read_text()
+    again = _run("--oracle", str(oracle), "--first-seed", "10", "--per-size", "1", "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "calls").read_text() == before
+
+
+def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
+    oracle = _fake_oracle(tmp_path, _pick(agreeing=True))
+    cases = [
+        (["--first-seed", "1200", "--oracle", str(oracle)], "belong to the test set"),
+        (["--first-seed", "abc", "--oracle", str(oracle)], "must be a number"),
+        (["--first-seed", "5", "--oracle", str(tmp_path / "missing")], "pass --oracle"),
+        (["--frobnicate"], "unknown argument --frobnicate"),
+    ]
+    for args, message in cases:
+        res = _run(*args)
+        assert res.returncode == 2, (args, res.stdout)
+        assert message in res.stderr, (args, res.stderr)
