@@ -70,3 +70,14 @@ def test_the_set_is_present_and_the_list_names_real_scenarios() -> None:
     ids = {runner.load(p).id for p in _files("random") + _files("large") + _files("minimized")}
     assert len(_files("random")) >= 40
     assert not set(KNOWN) - ids, f"known_disagreements.yaml names unknown scenarios: {set(KNOWN) - ids}"
+
+
+def test_an_over_eviction_is_reported_first_whatever_else_differs() -> None:
+    """The result message keeps only the first problems; an Evict count above KAI's most must be
+    among them (r100-s1187: shoal consolidates a gang KAI's drifted bookkeeping refuses, and
+    more than six jobs differ besides)."""
+    path = SET / "random" / "r100-s1187-consolidation.yaml.gz"
+    result = runner.run(runner.load(path))
+    assert result.outcome == "failed"
+    first = result.message.split("; ")[0]
+    assert first.endswith("evictions > allowed 68"), result.message

@@ -179,7 +179,8 @@ def check(sc: Scenario, ssn: Session, calls: dict[str, int], round_no: int) -> l
         for key, arr in (("releasing_gpus", ssn.nodes.releasing), ("idle_gpus", ssn.nodes.idle)):
             if key in e and abs(arr[i, GPU_COL] / MILLI - float(e[key])) > 1e-9:
                 problems.append(f"node {node}: {key} {arr[i, GPU_COL] / MILLI:g} != {e[key]}")
-    return problems + check_calls(sc, calls)
+    # Calls first: the message keeps only the first problems, and an over-eviction must show.
+    return check_calls(sc, calls) + problems
 
 
 def check_calls(sc: Scenario, calls: dict[str, int]) -> list[str]:
