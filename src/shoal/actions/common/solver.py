@@ -92,6 +92,10 @@ class VictimSolver:
         self._rec_uids: set[str] = set()
         #: Nodes the recorded victims' hit tasks were on when this partial job began.
         self._rec_nodes: set[int] = set()
+        #: Nodes of the potential victims of this partial job's validator-rejected scenarios: they
+        #: stay usable by its later scenarios (KAI's `solveOnPotentialNodes` returns the rejected
+        #: result before `feasibleNodesRollback`, so they stay in the partial job's feasible-node map).
+        self._kept_nodes: set[int] = set()
         #: Where the recorded victims' evictions end in the search's statement, and whether every
         #: recorded victim is Releasing or Pipelined there.
         self._base = 0
@@ -186,6 +190,7 @@ class VictimSolver:
         self._rec_disjoint = len(self._reps) == len(recorded)
         self._base = base
         self._rec_uids = rec
+        self._kept_nodes = set()
         filt = IdleGpuFilter(rec_caps, partial)
         topo = TopologyGpuFilter(self.ssn, self._caps, self.preemptor, partial)
         topo.add(recorded)
@@ -221,7 +226,9 @@ class VictimSolver:
         `base`): recorded victims alone (no latest victim job), or recorded plus, node by node of
         the latest victim job (its pods' nodes, name order; a pod without a node stands for none),
         the potential victims of the jobs with a potential victim on that node. On failure the
-        statement is rolled back to `base`."""
+        statement is rolled back to `base`. A scenario the validator rejects ends the walk over
+        the nodes, and its potential victims' nodes stay usable by the partial job's later
+        scenarios (`_kept_nodes`, as KAI's feasible-node map keeps them)."""
         self._rejected = False
         if latest is None or potential is None:
             sol = self._simulate(stmt, partial, recorded, self._rec_nodes)
@@ -231,13 +238,17 @@ class VictimSolver:
         for node in sorted({t.node for t in latest.tasks}):
             chosen = potential.of_jobs_on(node)
             self._evict(stmt, chosen)
-            sol = self._simulate(stmt, partial, recorded + chosen,
-                                 self._rec_nodes | {t.node for t in chosen if t.node >= 0})
+            added = {t.node for t in chosen if t.node >= 0}
+            sol = self._simulate(stmt, partial, recorded + chosen, self._rec_nodes | self._kept_nodes | added)
             if sol is not None:
                 return sol
             stmt.rollback(base)
             if self._rejected:
-                break  # KAI: a scenario the validator rejects is not retried on other nodes
+                # KAI: a scenario the validator rejects is not retried on other nodes, and the
+                # nodes its potential victims added stay feasible for the partial job's later
+                # scenarios (the rejection returns before those nodes are taken out again).
+                self._kept_nodes |= added
+                break
         return None
 
     def _evict(self, stmt: Statement, tasks: list[Task]) -> None:
