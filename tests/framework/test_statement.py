@@ -119,3 +119,33 @@ def test_pipeline_back_to_a_node_the_victim_was_moved_from_unevicts_it() -> None
     assert (task.status, task.node, sorted(task.left_on)) == (PodStatus.PIPELINED, 2, [0, 1])
     third.rollback(0)
     assert (task.status, task.node, task.left_on) == (PodStatus.PIPELINED, 1, {0: []})
+
+
+def test_share_moved_to_another_device_of_its_own_node_keeps_its_old_device_releasing() -> None:
+    """KAI's `Statement.Pipeline` of a share onto other devices of the node it runs on
+    (`ConsolidateSharedPodInfoToDifferentGPU`) adds the pipelined copy without taking the pod off
+    its old device: until the pod is deleted that device is releasing, not idle, as for a victim
+    moved to another node. A rollback restores the node exactly."""
+    w = World().queue("q0").node("n0", 4)
+    w.job("s", "q0")
+    w.snapshot.pods[-1] = Pod("s-0", "s-0", "ns", "s", PodStatus.PENDING, cpu_milli=100, memory=GIB,
+                              gpu=GpuRequest(portion_milli=500))
+    ssn = open_session(w.snapshot, SchedulerConfig(actions=()))
+    task = ssn.tasks["s-0"]
+    first = Statement(ssn)
+    first.allocate(task, 0, ["0"])
+    first.commit()
+    assert ssn.nodes.whole_free(0) == (3, 0)
+    before = state(ssn)
+    move = Statement(ssn)
+    move.evict(task, "reclaim", "test")
+    move.pipeline(task, 0, ["1"])
+    assert (task.status, task.node, task.groups) == (PodStatus.PIPELINED, 0, ["1"])
+    # Device 0 still holds the releasing pod (+1 releasing), device 1 waits for it (-1): 3 idle,
+    # not 4 - no device is free for a whole-GPU pod beyond the three untouched ones.
+    assert ssn.nodes.whole_free(0) == (3, 0)
+    share = ssn.shared_mib(task, 0)
+    old, new = ssn.nodes.groups[0]["0"], ssn.nodes.groups[0]["1"]
+    assert (old.used, old.releasing, new.used, new.allocated) == (share, share, share, 0)
+    move.rollback(0)
+    assert same(state(ssn), before)

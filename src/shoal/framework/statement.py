@@ -28,10 +28,13 @@ class _Op:
     reason: str = ""
     action: str = ""
     preemptor: str = ""
-    #: A victim moved to another node: its old node keeps its releasing resources (see `pipeline`).
+    #: A victim moved to another node, or to other devices of its own node: where it was keeps
+    #: its releasing resources (see `pipeline`).
     kept_old: bool = False
-    #: This pipeline first recorded the task's copy on its old node (`Task.left_on`).
+    #: This pipeline recorded the task's copy on its old node (`Task.left_on`) ...
     left_old: bool = False
+    #: ... and this was the record it replaced (None: there was none).
+    left_prev: list[str] | None = None
 
 
 class Statement:
@@ -82,16 +85,21 @@ class Statement:
                 self.ssn.queue_add(task, +1)
                 return
         op = self._record("pipeline", task)
-        if task.status == PodStatus.RELEASING and 0 <= task.node != node:
+        moved_on_node = task.node == node and task.pod.gpu.is_shared and groups != task.groups
+        if task.status == PodStatus.RELEASING and task.node >= 0 and (task.node != node or moved_on_node):
             # A victim moved elsewhere still runs where it was until it is deleted: like KAI's
             # Statement.Pipeline, its old node keeps the pod's resources as releasing (they can
-            # take pipelined pods, not allocated ones) and only the new node is charged.
+            # take pipelined pods, not allocated ones) and only the new place is charged. The
+            # same holds for a GPU share moved to other devices of its own node: KAI's
+            # `ConsolidateSharedPodInfoToDifferentGPU` adds the pipelined copy without taking the
+            # pod off its old devices, which stay releasing (the node is charged twice).
             op.kept_old = True
-            if task.left_on is None:
-                task.left_on = {}
-            if task.node not in task.left_on:
+            if not moved_on_node:
+                # KAI's copy of the pod on its old node is the latest one it had there.
+                if task.left_on is None:
+                    task.left_on = {}
+                op.left_old, op.left_prev = True, task.left_on.get(task.node)
                 task.left_on[task.node] = list(task.groups)
-                op.left_old = True
             self.ssn.place(task, node, PodStatus.PIPELINED, groups)
         else:
             self._move(task, PodStatus.PIPELINED, node, groups)
@@ -127,8 +135,13 @@ class Statement:
                 ssn.set_status(task, op.prev_status)
             if op.kept_old:
                 task.node, task.groups = op.prev_node, list(op.prev_groups)  # still accounted there
+                ssn.placed[task.ordinal] = op.prev_node
+                ssn.releasing[task.ordinal] = op.prev_status == PodStatus.RELEASING
                 if op.left_old and task.left_on is not None:
-                    del task.left_on[op.prev_node]
+                    if op.left_prev is None:
+                        del task.left_on[op.prev_node]
+                    else:
+                        task.left_on[op.prev_node] = op.left_prev
                     task.left_on = task.left_on or None  # exactly as before the pipeline
             elif op.prev_node >= 0:
                 ssn.place(task, op.prev_node, op.prev_status, op.prev_groups)
