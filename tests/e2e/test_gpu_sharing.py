@@ -20,6 +20,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from shoal.kai.sharing import (
     RESERVATION_NAMESPACE,
+    RESERVED_DEVICE_ANNOTATION,
     ReservationSpec,
     fraction_container,
     link_configmaps,
@@ -165,8 +166,15 @@ def test_no_device_in_time_releases_the_group_and_says_why(kenv: KEnv, shoal_run
     device_plugin.silent_nodes.clear()
     (late,) = bound(kenv, "late")
     assert devices_of(kenv, late).startswith(f"GPU-{node}-")
-    eventually(lambda: len(reservations(kenv)) == 1, 20, what="one reservation pod left")
+    try:
+        eventually(lambda: len(reservations(kenv)) == 1, 20, what="one reservation pod left")
+    except AssertionError as e:
+        left = [(p.metadata.name, p.metadata.uid, (p.metadata.annotations or {}).get(RESERVED_DEVICE_ANNOTATION))
+                for p in reservations(kenv)]
+        raise AssertionError(f"{e}; reservation pods: {left}; shoal's log ends:\n{sched.tail(6000)}") from e
     assert_consistent(kenv, device_plugin, [late])
+    assert kenv.client.get(Pod, "late", namespace=kenv.namespace).metadata.uid == late.metadata.uid, \
+        "the bound pod was not evicted"
 
 
 def test_restart_between_reservation_and_bind(kenv: KEnv, shoal_runner: Any,

@@ -88,8 +88,12 @@ async def _delete_unneeded(sb: SharingBinder, used: dict[Key, list[Pod]], report
         if key in used and live:
             keep = next((p for p in live if reserved_device(p)), live[0])
         for p in list(pods.values()):
-            if p is keep or meta(p).get("deletionTimestamp"):
+            if p is keep or meta(p).get("deletionTimestamp") or meta(p).get("uid") in sb.store.doomed:
                 continue
+            # A bind spawned while this pass awaited an earlier delete uses the key from now on;
+            # no await between this check and the delete's doomed mark (see ReservationStore).
+            if key not in used and any(key in keys for keys in sb.in_flight.values()):
+                break
             why = "its GPU group is no longer used" if key not in used else "a duplicate or failed reservation"
             logger.info("reservation pod %s on %s group %s: deleting, %s", meta(p).get("name"), key[0], key[1], why)
             await sb.store.delete(p)

@@ -8,6 +8,11 @@ Contracts:
   same group (or a restarted scheduler) meet at one pod; a pod still terminating is waited out,
   never duplicated. A failed reservation pod, or no device by `deadline`, raises `SharingError`
   with the reason (the caller releases the group).
+* `delete(pod)` marks the pod *doomed* before it sends the DELETE, and `live` / `device` never
+  show a doomed pod: a bind that starts while the reconciler deletes its group's pod waits for the
+  pod to go and makes a new one, instead of taking the device of a pod about to vanish (its
+  running pod would then be evicted as unaccounted for). The mark ends with the pod's DELETED
+  event, or at once when the DELETE fails.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ class ReservationStore:
         #: (node, group) -> reservation pods by name (normally one).
         self.by_key: dict[Key, dict[str, JSON]] = {}
         self._waiters: set[asyncio.Event] = set()
+        #: uids of reservation pods whose DELETE is sent or about to be (see the module doc).
+        self.doomed: set[str] = set()
         #: Called on every change (the reconciler's wake-up).
         self.on_change: Callable[[], None] = lambda: None
 
@@ -63,6 +70,8 @@ class ReservationStore:
             if not self.by_key[k]:
                 del self.by_key[k]
         key = reservation_key(obj)
+        if kind == "DELETED" or new is None:
+            self.doomed.discard(str(meta(obj).get("uid")))
         if new is not None and kind != "DELETED" and key is not None:
             self.by_key.setdefault(key, {})[name] = new
         for ev in self._waiters:
@@ -71,7 +80,7 @@ class ReservationStore:
 
     def live(self, key: Key) -> list[JSON]:
         """The group's reservation pods that hold (or will hold) a device, oldest first."""
-        pods = [p for p in self.by_key.get(key, {}).values() if _alive(p)]
+        pods = [p for p in self.by_key.get(key, {}).values() if _alive(p) and meta(p).get("uid") not in self.doomed]
         return sorted(pods, key=lambda p: (str(meta(p).get("creationTimestamp", "")), str(meta(p).get("name"))))
 
     def device(self, key: Key) -> str | None:
@@ -134,13 +143,22 @@ class ReservationStore:
                                    f"{e.message}") from e
 
     async def delete(self, obj: JSON) -> None:
-        """Delete a reservation pod at once (grace 0); a 404 is fine."""
+        """Delete a reservation pod at once (grace 0); a 404 is fine. The pod is doomed from the call
+        on (the caller must not await between deciding and calling)."""
         name = str(meta(obj).get("name"))
+        uid = str(meta(obj).get("uid"))
+        self.doomed.add(uid)
         try:
             await self.client.request("DELETE", PODS.path(self.spec.namespace, name),
                                       body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
                                             "preconditions": {"uid": meta(obj).get("uid")}})
             logger.info("reservation pod %s/%s deleted", self.spec.namespace, name)
         except ApiError as e:
+            # 404 / 409 (uid precondition): that pod is gone already. Any other error: it stays, and
+            # is live again until a later pass deletes it.
+            self.doomed.discard(uid)
             if e.code not in (404, 409):
                 logger.warning("deleting reservation pod %s/%s: %s", self.spec.namespace, name, e)
+        except BaseException:
+            self.doomed.discard(uid)
+            raise
