@@ -95,8 +95,21 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
         (["--first-seed", "abc", "--oracle", str(oracle)], "must be a number"),
         (["--first-seed", "5", "--oracle", str(tmp_path / "missing")], "pass --oracle"),
         (["--frobnicate"], "unknown argument --frobnicate"),
+        (["--first-seed", "5", "--oracle", str(oracle), "--sizes", "200 x"], "node counts above 0"),
     ]
     for args, message in cases:
         res = _run(*args)
         assert res.returncode == 2, (args, res.stdout)
         assert message in res.stderr, (args, res.stderr)
+
+
+def test_sizes_choose_the_node_counts(tmp_path: Path) -> None:
+    oracle = _fake_oracle(tmp_path, _pick(agreeing=True))
+    out = tmp_path / "u"
+    res = _run("--oracle", str(oracle), "--first-seed", "700", "--per-size", "2", "--sizes", "200 500",
+               "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (out / "random").iterdir()) == [
+        "r200-s700-reclaim.yaml.gz", "r200-s701-preempt.yaml.gz",
+        "r500-s702-reclaim.yaml.gz", "r500-s703-preempt.yaml.gz"]
+    assert "4 scenarios, 4 agree (100.0 %)" in res.stdout
