@@ -96,6 +96,8 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
         (["--first-seed", "5", "--oracle", str(tmp_path / "missing")], "pass --oracle"),
         (["--frobnicate"], "unknown argument --frobnicate"),
         (["--first-seed", "5", "--oracle", str(oracle), "--sizes", "200 x"], "node counts above 0"),
+        (["--first-seed", "5", "--oracle", str(oracle), "--kinds", "reclaim evict"], "got 'evict'"),
+        (["--first-seed", "5", "--oracle", str(oracle), "--kinds", " "], "names no action kind"),
     ]
     for args, message in cases:
         res = _run(*args)
@@ -113,3 +115,13 @@ def test_sizes_choose_the_node_counts(tmp_path: Path) -> None:
         "r200-s700-reclaim.yaml.gz", "r200-s701-preempt.yaml.gz",
         "r500-s702-reclaim.yaml.gz", "r500-s703-preempt.yaml.gz"]
     assert "4 scenarios, 4 agree (100.0 %)" in res.stdout
+
+
+def test_kinds_choose_the_actions_in_turn(tmp_path: Path) -> None:
+    oracle = _fake_oracle(tmp_path, _pick(agreeing=True))
+    out = tmp_path / "u"
+    res = _run("--oracle", str(oracle), "--first-seed", "800", "--per-size", "3", "--sizes", "500",
+               "--kinds", "reclaim allocate", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (out / "random").iterdir()) == [
+        "r500-s800-reclaim.yaml.gz", "r500-s801-allocate.yaml.gz", "r500-s802-reclaim.yaml.gz"]
