@@ -98,3 +98,19 @@ def test_a_failed_delete_makes_the_pod_live_again() -> None:
         return store.device((NODE, GROUP))
 
     assert asyncio.run(scenario()) == "GPU-kept"
+
+
+def test_a_pod_already_gone_stays_doomed_until_its_deleted_event() -> None:
+    async def scenario() -> tuple[str | None, str | None]:
+        client = HeldClient(delete_error=404)
+        store = ReservationStore(client, ReservationSpec())  # type: ignore[arg-type]
+        gone = pod("uid-gone", "GPU-gone")
+        store.on_pod("ADDED", None, gone)
+        client.release_delete.set()
+        await store.delete(gone)
+        during = store.device((NODE, GROUP))
+        store.on_pod("DELETED", gone, None)
+        store.on_pod("ADDED", None, pod("uid-next", "GPU-next"))
+        return during, store.device((NODE, GROUP))
+
+    assert asyncio.run(scenario()) == (None, "GPU-next")

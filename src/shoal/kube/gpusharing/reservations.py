@@ -154,10 +154,11 @@ class ReservationStore:
                                             "preconditions": {"uid": meta(obj).get("uid")}})
             logger.info("reservation pod %s/%s deleted", self.spec.namespace, name)
         except ApiError as e:
-            # 404 / 409 (uid precondition): that pod is gone already. Any other error: it stays, and
-            # is live again until a later pass deletes it.
-            self.doomed.discard(uid)
+            # 404 / 409 (uid precondition): that pod is gone already (it stays doomed until its
+            # DELETED event). Any other error: it stays, and is live again until a later pass
+            # deletes it.
             if e.code not in (404, 409):
+                self.doomed.discard(uid)
                 logger.warning("deleting reservation pod %s/%s: %s", self.spec.namespace, name, e)
         except BaseException:
             self.doomed.discard(uid)
