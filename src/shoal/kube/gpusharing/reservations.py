@@ -12,7 +12,7 @@ Contracts:
   show a doomed pod: a bind that starts while the reconciler deletes its group's pod waits for the
   pod to go and makes a new one, instead of taking the device of a pod about to vanish (its
   running pod would then be evicted as unaccounted for). The mark ends with the pod's DELETED
-  event, or at once when the DELETE fails.
+  event (also after a 404 / 409: the pod is gone), or at once when the DELETE fails otherwise.
 """
 
 from __future__ import annotations
