@@ -52,10 +52,15 @@ def load(path: Path) -> Scenario:
         raise ScenarioError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(data, dict) or "kind" not in data:
         raise ScenarioError(f"{path}: not a scenario (no `kind` field)")
+    return parse(data, path.name.removesuffix(".gz").removesuffix(".yaml"), str(path))
+
+
+def parse(data: dict[str, Any], stem: str, path: str = "") -> Scenario:
+    """A scenario from its already-read mapping (which has a `kind`); `stem` is its id when the
+    mapping has none."""
     kind = data["kind"]
     actions = FULL_CYCLE_ACTIONS if kind == "full_cycle" else list(data.get("actions") or [kind])
-    stem = path.name.removesuffix(".gz").removesuffix(".yaml")
-    sc = Scenario(id=str(data.get("id", stem)), kind=kind, actions=actions, data=data, path=str(path))
+    sc = Scenario(id=str(data.get("id", stem)), kind=kind, actions=actions, data=data, path=path)
     sc.unsupported = unsupported_reason(sc)
     return sc
 
@@ -82,6 +87,12 @@ def run(sc: Scenario) -> Result:
     if problems:
         return Result(sc.id, sc.kind, "failed", "; ".join(problems[:6]), clock.seconds)
     return Result(sc.id, sc.kind, "passed", "", clock.seconds)
+
+
+def decide(sc: Scenario) -> Session:
+    """One untimed session of a one-session scenario (its actions run, the session closed), for
+    tools that look past the pass/fail check: its tasks, nodes and decisions."""
+    return _one_session(sc, None, None)[0]
 
 
 def _one_session(sc: Scenario, jobs: list[dict[str, Any]] | None, clock: _Clock | None,

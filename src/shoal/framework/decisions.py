@@ -88,3 +88,7 @@ class Decisions:
     #: Failures contained while handling one job (or, with `job == ""`, an action as a whole);
     #: the job was skipped for the rest of the cycle (see framework.faults).
     faults: list[JobFault] = field(default_factory=list)
+    #: (action, PodGroup uid) of each pending job reclaim, preempt or consolidation tried as a
+    #: preemptor, in the order tried (KAI's "podgroups considered by action"), whether or not it
+    #: found room: where two schedulers' searches part, this says which preemptor's turn it was.
+    attempts: list[tuple[str, str]] = field(default_factory=list)

@@ -40,6 +40,7 @@ def run_preemptors(ssn: Session, action: str, preemptor_ok: Callable[[Job], bool
         job = queue.pop()
         if job is None:
             break
+        ssn.decisions.attempts.append((action, job.uid))
         with isolated(ssn, job, action):
             _solve(ssn, action, job, pick, validator)
 
