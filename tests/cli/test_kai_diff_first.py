@@ -25,16 +25,14 @@ SCRIPT = ROOT / "scripts" / "kai-diff"
 SOURCE = ROOT / "tests" / "data" / "kai-oracle" / "random" / "r50-s1085-reclaim.yaml.gz"
 
 
-def _order(source: Path) -> list[str]:
+def _shoal(source: Path) -> tuple[list[str], list[str]]:
+    """From one shoal session on `source`: the preemptors in the order tried, and those it found
+    room for, in that order (a marked job must be one of these to differ from shoal)."""
     sc = runner.load(source)
     ssn = runner.decide(sc)
-    return [ssn.jobs[uid].pg.name for action, uid in ssn.decisions.attempts if action == sc.kind]
-
-
-def _placed(source: Path, order: list[str]) -> list[str]:
-    """The preemptors shoal finds room for, in its order (a marked one must differ from shoal)."""
-    ssn = runner.decide(runner.load(source))
-    return [n for n in order if any(t.status.title == "Pipelined" for t in ssn.jobs[n].tasks)]
+    order = [ssn.jobs[uid].pg.name for action, uid in ssn.decisions.attempts if action == sc.kind]
+    placed = [n for n in order if any(t.status.title == "Pipelined" for t in ssn.jobs[n].tasks)]
+    return order, placed
 
 
 def _stand_in(tmp: Path, source: Path, marked: str) -> Path:
@@ -71,7 +69,7 @@ def _first(oracle: Path, out: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_attempt_order_lists_every_preemptor_tried() -> None:
-    order = _order(SOURCE)
+    order, _ = _shoal(SOURCE)
     sc = runner.load(SOURCE)
     pending = {j["name"] for j in sc.data["jobs"] if all(t.get("state") == "Pending" for t in j["tasks"])}
     assert len(order) >= 3
@@ -81,8 +79,7 @@ def test_the_attempt_order_lists_every_preemptor_tried() -> None:
 
 @pytest.mark.parametrize("place", [0, 2, -1])
 def test_the_bisection_lands_on_the_preemptor_where_they_part(tmp_path: Path, place: int) -> None:
-    order = _order(SOURCE)
-    placed = _placed(SOURCE, order)
+    order, placed = _shoal(SOURCE)
     assert len(placed) >= 3
     marked = placed[place]
     k = order.index(marked) + 1
