@@ -1,6 +1,7 @@
 """Property: rolling a statement back to a checkpoint restores the session exactly (every node
-matrix, every shared-GPU group, every task, pod-set counter and queue allocation), whatever
-sequence of allocate / pipeline / evict operations ran after it."""
+matrix, every shared-GPU group, every task, pod-set counter and queue allocation, and every node's
+state token), whatever sequence of allocate / pipeline / evict operations ran after it; and two
+equal node tokens always name the same node state (what node choice's cache relies on)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,25 @@ def state(ssn: Session) -> dict[str, Any]:
         "pod_sets": {(j.uid, name): (ps.active_allocated, ps.active_used, ps.alive, ps.gated)
                      for j in ssn.jobs.values() for name, ps in j.pod_sets.items()},
         "queues": {q: (v.allocated.copy(), v.allocated_np.copy()) for q, v in ssn.queues.items()},
+        "tokens": list(ssn.nodes.token),
     }
+
+
+def node_state(ssn: Session, i: int) -> tuple[Any, ...]:
+    """Everything a node-local check may read of node i: its rows, its shared devices, and the
+    tasks placed on it with their status and devices."""
+    n = ssn.nodes
+    on = sorted((t.uid, int(t.status), tuple(t.groups)) for t in ssn.tasks.values()
+                if int(ssn.placed[t.ordinal]) == i)
+    groups = sorted((g, v.used, v.allocated, v.releasing) for g, v in n.groups[i].items())
+    return (n.idle[i].tobytes(), n.releasing[i].tobytes(), n.used[i].tobytes(), tuple(groups), tuple(on))
+
+
+def check_tokens(ssn: Session, named: dict[int, tuple[Any, ...]]) -> None:
+    """Every node's token names one state only, whenever it is seen (`named` remembers them)."""
+    for i, t in enumerate(ssn.nodes.token):
+        got = node_state(ssn, i)
+        assert named.setdefault(t, got) == got, f"node {i}: token {t} named another state before"
 
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -52,7 +71,8 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     if any(not (np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]))
            for x, y in zip(a["queues"].values(), b["queues"].values(), strict=True)):
         return False
-    return a["groups"] == b["groups"] and a["tasks"] == b["tasks"] and a["pod_sets"] == b["pod_sets"]
+    return (a["groups"] == b["groups"] and a["tasks"] == b["tasks"] and a["pod_sets"] == b["pod_sets"]
+            and a["tokens"] == b["tokens"])
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["allocate", "pipeline", "evict", "checkpoint", "rollback"]),
@@ -68,7 +88,10 @@ def test_rollback_restores_everything(n_nodes: int, running: list[int], pending:
     stmt = Statement(ssn)
     tasks = sorted(ssn.tasks.values(), key=lambda t: t.uid)
     marks = [(stmt.checkpoint(), state(ssn))]
+    named: dict[int, tuple[Any, ...]] = {}
+    check_tokens(ssn, named)
     for op, a, b in ops:
+        check_tokens(ssn, named)
         task = tasks[a % len(tasks)] if tasks else None
         node = b % len(ssn.nodes)
         if op == "checkpoint":
@@ -90,6 +113,7 @@ def test_rollback_restores_everything(n_nodes: int, running: list[int], pending:
             stmt.evict(task, "test", "property")
     stmt.discard()
     assert same(state(ssn), marks[0][1])
+    check_tokens(ssn, named)
 
 
 def test_pipeline_back_to_a_node_the_victim_was_moved_from_unevicts_it() -> None:

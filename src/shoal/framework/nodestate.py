@@ -41,7 +41,8 @@ class GpuGroup:
         return 0
 
 
-_NO_ROWS = np.zeros(0, dtype=np.int64)
+#: At most this many remembered node changes per session (`NodeState.settle`), ~150 MB.
+_MAX_MOVES = 1_000_000
 
 
 class NodeState:
@@ -71,27 +72,65 @@ class NodeState:
         #: The node of every version bump, in order: what changed since a reader last looked is
         #: the tail of this list (see `changed_since`). Bump only through `bump` / `bump_many`.
         self.changes: list[int] = []
+        #: Names each node's state: a change gives the node a token never used before, unless
+        #: the node went through the same change from the same state before, or undid it
+        #: (`settle`). So two equal tokens always name the same state of the same node, and a
+        #: per-node answer cached under a token stays valid for it (`version` only grows).
+        self.token: list[int] = list(range(n))
+        self._next_token = n
+        #: (token before, change, status, devices) -> token after (see `settle`).
+        self._moves: dict[tuple[int, int, int, tuple[str, ...]], int] = {}
 
     def __len__(self) -> int:
         return len(self.names)
 
     def bump(self, i: int) -> None:
         self.version[i] += 1
+        self.token[i] = self._next_token
+        self._next_token += 1
         self.changes.append(i)
 
     def bump_many(self, idx: np.ndarray) -> None:
         """`bump` every node of `idx` (repeats bump again)."""
         np.add.at(self.version, idx, 1)
-        self.changes.extend(idx.tolist())
+        rows = idx.tolist()
+        token, nxt = self.token, self._next_token
+        for i in rows:
+            token[i] = nxt
+            nxt += 1
+        self._next_token = nxt
+        self.changes.extend(rows)
 
-    def changed_since(self, mark: int, limit: int) -> np.ndarray | None:
+    def settle(self, i: int, before: int, change: int, status: int, devices: tuple[str, ...]) -> None:
+        """Node i, in the state token `before` named, just went through a change: `change` >= 0
+        took task ordinal `change` onto it with `status` and GPU `devices`, `-1 - change` took
+        it off (`status`: -1 for the pod alone leaving or coming back, resources kept; see
+        `Statement`). That is all the node's new state depends on besides its old one, so a node
+        that went through the same change from the same state before is in that same state
+        again and gets its token. The first time, the new token is remembered, and so is the way
+        back: undoing the change (`-1 - change`) from the new state gives `before` again. So a
+        statement rolled back gives the nodes their tokens from before, and a scenario simulated
+        again after it gives them the tokens they had in it."""
+        moves = self._moves
+        key = (before, change, status, devices)
+        t = moves.get(key)
+        if t is None:
+            if len(moves) >= _MAX_MOVES:
+                moves.clear()  # only a memory bound: forgetting costs recomputations, no more
+            t = self.token[i]
+            moves[key] = t
+            moves[(t, -1 - change, status, devices)] = before
+        else:
+            self.token[i] = t
+
+    def changed_since(self, mark: int, limit: int) -> list[int] | None:
         """The nodes bumped since `len(changes)` was `mark`, ascending; None when more than `limit`
-        bumps happened (comparing versions is then cheaper)."""
+        bumps happened (comparing tokens is then cheaper)."""
         if len(self.changes) - mark > limit:
             return None
         if len(self.changes) == mark:
-            return _NO_ROWS
-        return np.array(sorted(set(self.changes[mark:])), dtype=np.int64)
+            return []
+        return sorted(set(self.changes[mark:]))
 
     # -- whole resources -------------------------------------------------------------------
     def add(self, i: int, vec: Vector, status: PodStatus) -> None:

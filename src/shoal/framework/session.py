@@ -250,6 +250,7 @@ class Session:
 
     def place(self, task: Task, i: int, status: PodStatus, groups: list[str]) -> None:
         """Put `task` on node i with `status` (an active-used status) and account it."""
+        before = self.nodes.token[i]
         self.set_status(task, status)
         task.node = i
         task.groups = list(groups)
@@ -264,16 +265,20 @@ class Session:
             task.accepted_gpu = task.portion * len(groups)
         else:
             task.accepted_gpu = task.pod.gpu_quota_milli
+        # What the node now holds follows from what it held and this task, status and devices.
+        self.nodes.settle(i, before, task.ordinal, status, tuple(groups))
 
     def unplace(self, task: Task, status: PodStatus) -> None:
         """Take `task` off its node and give it `status` (not active-used)."""
         i = task.node
         if i >= 0:
+            before = self.nodes.token[i]
             self.nodes.remove(i, task.vec, task.status)
             if task.pod.gpu.is_shared:
                 mib = self.shared_mib(task, i)
                 for g in task.groups:
                     self.nodes.add_shared(i, g, mib, task.status, sign=-1)
+            self.nodes.settle(i, before, -1 - task.ordinal, task.status, tuple(task.groups))
         task.node = -1
         task.groups = []
         self.placed[task.ordinal] = -1

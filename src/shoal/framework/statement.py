@@ -94,6 +94,7 @@ class Statement:
             # `ConsolidateSharedPodInfoToDifferentGPU` adds the pipelined copy without taking the
             # pod off its old devices, which stay releasing (the node is charged twice).
             op.kept_old = True
+            old = task.node
             if not moved_on_node:
                 # KAI's copy of the pod on its old node is the latest one it had there.
                 if task.left_on is None:
@@ -101,9 +102,21 @@ class Statement:
                 op.left_old, op.left_prev = True, task.left_on.get(task.node)
                 task.left_on[task.node] = list(task.groups)
             self.ssn.place(task, node, PodStatus.PIPELINED, groups)
+            if not moved_on_node:
+                # The old node keeps the pod's resources, but the pod is no longer placed there:
+                # a new state of that node for what reads the pods on it (`NodeState.token`).
+                self._left(old, task.ordinal, op.prev_groups)
         else:
             self._move(task, PodStatus.PIPELINED, node, groups)
         self.ssn.queue_add(task, +1)
+
+    def _left(self, node: int, change: int, groups: list[str]) -> None:
+        """A moved task's old node loses (`change` = its ordinal) or, undone, gets back (`-1 -
+        ordinal`) the pod, not its resources (`NodeState.settle`'s status -1)."""
+        nodes = self.ssn.nodes
+        before = nodes.token[node]
+        nodes.bump(node)
+        nodes.settle(node, before, change, -1, tuple(groups))
 
     def evict(self, task: Task, action: str, reason: str, preemptor: str = "") -> None:
         """Mark a running task Releasing on its node (deleted on commit)."""
@@ -143,6 +156,8 @@ class Statement:
                     else:
                         task.left_on[op.prev_node] = op.left_prev
                     task.left_on = task.left_on or None  # exactly as before the pipeline
+                if op.left_old:
+                    self._left(op.prev_node, -1 - task.ordinal, op.prev_groups)
             elif op.prev_node >= 0:
                 ssn.place(task, op.prev_node, op.prev_status, op.prev_groups)
             # A task rolled back to pending keeps its stale AcceptedResource, like KAI.

@@ -2,14 +2,20 @@
 
 Every fit check, predicate and score is node-local (a node's answer changes only when that node
 changes), so the answers for one kind of task (same requests and constraints) are cached per
-session and only the rows of nodes whose `NodeState.version` moved are recomputed. Placing a
-gang of identical pods therefore costs one vectorised pass plus O(1) rows per pod.
+session and only the rows of nodes whose state changed are recomputed. Placing a gang of
+identical pods therefore costs one vectorised pass plus O(1) rows per pod.
+
+A node's state is named by its `NodeState.token`, which a statement rollback gives back when it
+restores the node exactly. Each kind of task also keeps the answers of every node state it has
+seen by token, so after a victim scenario is simulated and rolled back (thousands of times in one
+consolidation or reclaim at scale) the nodes it touched get their earlier answers back without
+being recomputed.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,7 +27,8 @@ from shoal.framework.session import NodeScorer, Predicate, Session
 
 @dataclass(slots=True)
 class _Entry:
-    versions: np.ndarray
+    #: The node tokens (`NodeState.token`) the rows below answer for.
+    tokens: list[int]
     fits_idle: np.ndarray
     ok: np.ndarray
     score: np.ndarray
@@ -36,9 +43,15 @@ class _Entry:
     constant_score: float
     #: False once every score adjuster answered None for this kind of task (see Hooks.score_adjusters).
     adjust: bool = True
-    #: `len(NodeState.changes)` when `versions` last matched the nodes' versions on every row.
+    #: `len(NodeState.changes)` when `tokens` last matched the nodes' tokens on every row.
     seen: int = 0
+    #: Node token -> (fits idle, ok, score) of every node state this kind of task was answered
+    #: for (a row settled as full has ok False; its score is never read).
+    memo: dict[int, tuple[bool, bool, float]] = field(default_factory=dict)
 
+
+#: The memo's answer for a node too full for the task (`_drop_full`).
+_FULL = (False, False, -np.inf)
 
 #: Up to this many node bumps since an entry's last look are read from `NodeState.changes`.
 _FEW_CHANGES = 64
@@ -80,8 +93,10 @@ def _full(ssn: Session, task: Task) -> _Entry:
             constant += float(value)
         score = score + value
     masked = np.where(ok, score, -np.inf)
-    return _Entry(ssn.nodes.version.copy(), fits_idle, ok, score, masked, static_ok, preds, scorers, constant,
-                  seen=len(ssn.nodes.changes))
+    tokens = list(ssn.nodes.token)
+    memo = dict(zip(tokens, zip(fits_idle.tolist(), ok.tolist(), score.tolist(), strict=True), strict=True))
+    return _Entry(tokens, fits_idle, ok, score, masked, static_ok, preds, scorers, constant,
+                  seen=len(ssn.nodes.changes), memo=memo)
 
 
 def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
@@ -98,7 +113,14 @@ def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
     entry.ok[rows] = ok
     entry.score[rows] = score
     entry.masked[rows] = np.where(ok, score, -np.inf)
-    entry.versions[rows] = ssn.nodes.version[rows]
+    token, had = ssn.nodes.token, entry.tokens
+    tokens = []
+    for i in rows.tolist():
+        t = had[i] = token[i]
+        tokens.append(t)
+    entry.memo.update(zip(tokens, zip(np.broadcast_to(fits_idle, rows.shape).tolist(),
+                                      np.broadcast_to(ok, rows.shape).tolist(),
+                                      np.broadcast_to(score, rows.shape).tolist(), strict=True), strict=True))
 
 
 def _entry(ssn: Session, task: Task) -> _Entry:
@@ -111,16 +133,43 @@ def _entry(ssn: Session, task: Task) -> _Entry:
         entry = cache[sig] = _full(ssn, task)
         return entry
     # Every changed row is brought up to date below, so the rows to look at are the nodes bumped
-    # since the last look (few while a gang is placed), else those whose versions moved.
-    changed = ssn.nodes.changed_since(entry.seen, _FEW_CHANGES)
-    if changed is None:
-        changed = np.flatnonzero(ssn.nodes.version != entry.versions)
-    entry.seen = len(ssn.nodes.changes)
-    if changed.size:
-        changed = _drop_full(ssn, task, entry, changed)
+    # since the last look (few while a gang is placed), else those whose tokens differ.
+    nodes = ssn.nodes
+    bumped = nodes.changed_since(entry.seen, _FEW_CHANGES)
+    if bumped is None:
+        bumped = [i for i, (t, had) in enumerate(zip(nodes.token, entry.tokens, strict=True)) if t != had]
+    entry.seen = len(nodes.changes)
+    if not bumped:
+        return entry
+    left = _from_memo(nodes.token, entry, bumped)
+    if not left:
+        return entry
+    changed = _drop_full(ssn, task, entry, np.array(left, dtype=np.int64))
     if changed.size:
         _refresh(ssn, task, entry, changed)
     return entry
+
+
+def _from_memo(token: list[int], entry: _Entry, rows: list[int]) -> list[int]:
+    """Settle the rows whose node state is the one answered (a node changed and brought back)
+    or was answered before (`_Entry.memo`); the rows left, ascending."""
+    memo, had = entry.memo, entry.tokens
+    left: list[int] = []
+    for i in rows:
+        t = token[i]
+        if t == had[i]:
+            continue
+        got = memo.get(t)
+        if got is None:
+            left.append(i)
+            continue
+        fits_idle, ok, score = got
+        entry.fits_idle[i] = fits_idle
+        entry.ok[i] = ok
+        entry.score[i] = score
+        entry.masked[i] = score if ok else -np.inf
+        had[i] = t
+    return left
 
 
 def _drop_full(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> np.ndarray:
@@ -138,7 +187,8 @@ def _drop_full(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> np.
             return rows
         entry.ok[i] = False
         entry.masked[i] = -np.inf
-        entry.versions[i] = nodes.version[i]
+        t = entry.tokens[i] = nodes.token[i]
+        entry.memo[t] = _FULL
         return rows[:0]
     full = ((nodes.idle[rows][:, cols] + nodes.releasing[rows][:, cols]) < need).any(axis=1)
     if not full.any():
@@ -146,7 +196,10 @@ def _drop_full(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> np.
     done = rows[full]
     entry.ok[done] = False
     entry.masked[done] = -np.inf
-    entry.versions[done] = nodes.version[done]
+    token, had, memo = nodes.token, entry.tokens, entry.memo
+    for i in done.tolist():
+        t = had[i] = token[i]
+        memo[t] = _FULL
     rest: np.ndarray = rows[~full]
     return rest
 
