@@ -244,6 +244,8 @@ class QueueInfo:
     request: np.ndarray = field(default_factory=lambda: np.zeros(3))
     fair_share: np.ndarray = field(default_factory=lambda: np.zeros(3))
     usage: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    #: Moves whenever `allocated` changes (`Session.queue_add`), for views cached on it.
+    alloc_version: int = 0
 
     @property
     def name(self) -> str:

@@ -305,6 +305,7 @@ class Session:
         np_job = not task.job.preemptible
         # x - v is exactly x + (-v) in floating point: no negated copy is needed.
         for a in q.ancestors():
+            a.alloc_version += 1
             if sign == 1:
                 a.allocated += vec
                 if np_job:

@@ -35,16 +35,39 @@ def open_proportion(ssn: Session, args: dict[str, str]) -> None:
     static = {name: (q.spec.priority, q.spec.creation, tuple(q.fair_share.tolist()), tuple(q.deserved.tolist()),
                      tuple(q.allocatable_share().tolist())) for name, q in ssn.queues.items()}
 
+    # The comparator runs hundreds of thousands of times in a large consolidation (every pop of
+    # every simulated scenario's job queue), mostly on the same queues and requests: a queue's
+    # view is kept until its allocation moves, a request's tuple while its array lives (requests
+    # are cached per job version and never changed in place; the memo holds them, so an id is
+    # never reused while it is in the memo).
+    views: dict[str, tuple[int, QueueView]] = {}
+    tuples: dict[int, tuple[np.ndarray, tuple[float, ...]]] = {}
+
+    def view_of(q: QueueInfo) -> QueueView:
+        hit = views.get(q.name)
+        if hit is not None and hit[0] == q.alloc_version:
+            return hit[1]
+        p, c, f, d, a = static[q.name]
+        v = QueueView(q.name, p, c, tuple(q.allocated.tolist()), f, d, a)
+        views[q.name] = (q.alloc_version, v)
+        return v
+
     def as_tuple(v: np.ndarray | None) -> tuple[float, ...] | None:
-        return None if v is None else tuple(v.tolist())
+        if v is None:
+            return None
+        hit = tuples.get(id(v))
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        if len(tuples) >= 4096:
+            tuples.clear()
+        t = tuple(v.tolist())
+        tuples[id(v)] = (v, t)
+        return t
 
     def queue_order(l: QueueInfo, r: QueueInfo, l_req: np.ndarray | None, r_req: np.ndarray | None,
                     l_vic: np.ndarray | None = None, r_vic: np.ndarray | None = None) -> int:
-        lp, lc, lf, ld, la = static[l.name]
-        rp, rc, rf, rd, ra = static[r.name]
-        lv = QueueView(l.name, lp, lc, tuple(l.allocated.tolist()), lf, ld, la)
-        rv = QueueView(r.name, rp, rc, tuple(r.allocated.tolist()), rf, rd, ra)
-        return compare(lv, rv, as_tuple(l_req), as_tuple(r_req), total_t, as_tuple(l_vic), as_tuple(r_vic))
+        return compare(view_of(l), view_of(r), as_tuple(l_req), as_tuple(r_req), total_t,
+                       as_tuple(l_vic), as_tuple(r_vic))
 
     ssn.hooks.queue_order = queue_order
     ssn.hooks.job_capacity.append(job_over_capacity)
