@@ -74,6 +74,8 @@ class VictimQueue(QueueTree[Leaf]):
         self.ssn = ssn
         self._seq = 0
         self.popped: dict[str, np.ndarray] = {}
+        #: Per leaf: (popped total, next victim's share, their sum) as `_victims` last gave it.
+        self._totals: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         by_queue: dict[str, list[tuple[tuple[object, ...], Job]]] = {}
         for job in jobs:
             if job.queue is not None and job.queue.is_leaf:
@@ -93,6 +95,7 @@ class VictimQueue(QueueTree[Leaf]):
         out.ssn = self.ssn
         out._seq = self._seq
         out.popped = {k: v.copy() for k, v in self.popped.items()}
+        out._totals = {}
         out.roots.items = [out._clone(n) for n in self.roots.items]
         return out
 
@@ -140,7 +143,16 @@ class VictimQueue(QueueTree[Leaf]):
         """The node's best leaf's victims, through the current tops: popped ones and the next."""
         leaf = self._best_leaf(node)
         assert leaf.leaf is not None
-        total: np.ndarray = self.popped.get(leaf.q.name, ZERO3) + job_allocated(leaf.leaf.top())
+        name = leaf.q.name
+        popped = self.popped.get(name, ZERO3)
+        nxt = job_allocated(leaf.leaf.top())
+        # The same sum object while neither part changed (a pop replaces the popped total; a
+        # job's share is cached per version), so the comparator's conversions of it are reused.
+        hit = self._totals.get(name)
+        if hit is not None and hit[0] is popped and hit[1] is nxt:
+            return hit[2]
+        total: np.ndarray = popped + nxt
+        self._totals[name] = (popped, nxt, total)
         return total
 
     def _less(self, a: _Node, b: _Node) -> bool:
