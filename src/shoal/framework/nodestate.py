@@ -41,7 +41,8 @@ class GpuGroup:
         return 0
 
 
-#: At most this many remembered node changes per session (`NodeState.settle`), ~150 MB.
+#: At most this many remembered node changes per session (`NodeState.settle`): about 220 bytes
+#: each, so up to ~220 MB.
 _MAX_MOVES = 1_000_000
 
 
