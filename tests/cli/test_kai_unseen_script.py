@@ -29,8 +29,9 @@ set -eu
 case "$1" in
   gen) cat '{scenario}' ;;
   run) src="$2"; shift 2; out=""
-       while [ $# -gt 0 ]; do case "$1" in --out) out="$2"; shift 2 ;; *) shift ;; esac; done
-       echo "run $(basename "$src")" >> '{tmp}/calls'
+       rep=""
+       while [ $# -gt 0 ]; do case "$1" in --out) out="$2"; shift 2 ;; --repeat) rep="$2"; shift 2 ;; *) shift ;; esac; done
+       echo "run $(basename "$src") repeat $rep" >> '{tmp}/calls'
        cp "$src" "$out/$(basename "$src")" ;;
 esac
 """)
@@ -88,6 +89,20 @@ def test_disagreeing_scenarios_are_decided_again_and_rescored(tmp_path: Path) ->
     assert (tmp_path / "calls").read_text() == before
 
 
+def test_reruns_choose_how_often_the_disagreeing_are_decided_again(tmp_path: Path) -> None:
+    oracle = _fake_oracle(tmp_path, _pick(agreeing=False))
+    out = tmp_path / "u"
+    res = _run("--oracle", str(oracle), "--first-seed", "20", "--per-size", "1", "--sizes", "20 50",
+               "--reruns", "30", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    calls = [c for c in (tmp_path / "calls").read_text().split("\n") if c]
+    assert sorted(c.split(" repeat ")[1] for c in calls) == ["3", "3", "30", "30"]
+    assert len(list((out / "r30").glob("*.yaml"))) == 2
+    assert not (out / "r10").exists()
+    assert (out / "eval30.txt").is_file()
+    assert "30 runs for the disagreeing:" in res.stdout
+
+
 def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
     oracle = _fake_oracle(tmp_path, _pick(agreeing=True))
     cases = [
@@ -98,6 +113,8 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
         (["--first-seed", "5", "--oracle", str(oracle), "--sizes", "200 x"], "node counts above 0"),
         (["--first-seed", "5", "--oracle", str(oracle), "--kinds", "reclaim evict"], "got 'evict'"),
         (["--first-seed", "5", "--oracle", str(oracle), "--kinds", " "], "names no action kind"),
+        (["--first-seed", "5", "--oracle", str(oracle), "--reruns", "1"], "2 or more"),
+        (["--first-seed", "5", "--oracle", str(oracle), "--reruns", "many"], "got 'many'"),
     ]
     for args, message in cases:
         res = _run(*args)
