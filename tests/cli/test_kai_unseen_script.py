@@ -30,7 +30,9 @@ case "$1" in
   gen) cat '{scenario}' ;;
   run) src="$2"; shift 2; out=""
        rep=""
-       while [ $# -gt 0 ]; do case "$1" in --out) out="$2"; shift 2 ;; --repeat) rep="$2"; shift 2 ;; *) shift ;; esac; done
+       while [ $# -gt 0 ]; do
+         case "$1" in --out) out="$2"; shift 2 ;; --repeat) rep="$2"; shift 2 ;; *) shift ;; esac
+       done
        echo "run $(basename "$src") repeat $rep" >> '{tmp}/calls'
        cp "$src" "$out/$(basename "$src")" ;;
 esac
