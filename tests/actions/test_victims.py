@@ -10,6 +10,7 @@ from shoal.actions.common.victims import clone_job, tasks_to_evict
 from shoal.cycle import open_session
 from shoal.framework.config import SchedulerConfig
 from shoal.framework.session import Session
+from shoal.framework.statement import Statement
 
 
 def session(w: World) -> Session:
@@ -72,3 +73,24 @@ def test_most_over_served_queue_gives_victims_first() -> None:
     vq = VictimQueue(ssn, ssn.jobs.values())
     first = [vq.pop().uid for _ in range(3)]  # type: ignore[union-attr]
     assert all(uid.startswith("o") for uid in first)
+
+
+def test_victim_order_reads_the_queues_as_they_were_when_the_queue_was_built() -> None:
+    """KAI pops a fresh victim queue over the session the solver started from (every scenario
+    before was discarded); shoal's solver pops lazily while a partial job's recorded victims are
+    evicted in its statement. Evictions made after the build must not reorder the queues."""
+    w = World().node("n0", 8).queue("a", quota=1, weight=0.0).queue("b", quota=1, weight=0.0)
+    for i in range(4):
+        w.job(f"a{i}", "a", nodes=["n0"])
+    for i in range(3):
+        w.job(f"b{i}", "b", nodes=["n0"])
+    ssn = session(w)
+    vq = VictimQueue(ssn, ssn.jobs.values())
+    stmt = Statement(ssn)
+    for uid in ("a0", "a1", "a2"):  # "a" now holds 1 GPU, "b" 3; a3, a's next victim, still runs
+        stmt.evict(ssn.jobs[uid].tasks[0], "reclaim", "test")
+    live = VictimQueue(ssn, [j for j in ssn.jobs.values() if j.uid not in ("a0", "a1", "a2")]).pop()
+    assert live is not None and live.uid.startswith("b")  # a queue built now sees the evictions
+    first = vq.pop()
+    assert first is not None and first.uid == "a3"  # the earlier queue does not
+    stmt.discard()

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from dataclasses import replace
 
 import numpy as np
 
 from shoal.framework.job_queue import ZERO3, Reverse, job_allocated
-from shoal.framework.jobs import Job
+from shoal.framework.jobs import Job, QueueInfo
 from shoal.framework.queue_tree import QueueTree, TreeNode
 from shoal.framework.session import Session
 
@@ -80,6 +81,16 @@ class VictimQueue(QueueTree[Leaf]):
         for job in jobs:
             if job.queue is not None and job.queue.is_leaf:
                 by_queue.setdefault(job.queue.name, []).append((ssn.job_key(job), job))
+        # KAI pops a fresh victim queue over the session as the solver found it (every scenario
+        # before is discarded); shoal's solver pops lazily while a partial job's recorded victims
+        # are evicted. So the queues (the victims' leaves and their ancestors) are compared as
+        # they stood when this queue was built.
+        self._frozen: dict[str, QueueInfo] = {}
+        for entries in by_queue.values():
+            q: QueueInfo | None = entries[0][1].queue
+            while q is not None and q.name not in self._frozen:
+                self._frozen[q.name] = replace(q, allocated=q.allocated.copy())
+                q = q.parent
         first = {name: min(j.uid for _k, j in entries) for name, entries in by_queue.items()}
         for name in sorted(by_queue, key=lambda n: (first[n], n)):
             entries = sorted(by_queue[name], key=lambda e: e[0], reverse=True)
@@ -93,6 +104,7 @@ class VictimQueue(QueueTree[Leaf]):
         out = VictimQueue.__new__(VictimQueue)
         QueueTree.__init__(out)
         out.ssn = self.ssn
+        out._frozen = self._frozen
         out._seq = self._seq
         out.popped = {k: v.copy() for k, v in self.popped.items()}
         out._totals = {}
@@ -161,7 +173,12 @@ class VictimQueue(QueueTree[Leaf]):
         if b.empty():
             return True
         cmp = self.ssn.hooks.queue_order
-        order = cmp(a.q, b.q, None, None, self._victims(a), self._victims(b)) if cmp is not None else 0
+        if cmp is None:
+            order = 0
+        else:
+            frozen = self._frozen
+            order = cmp(frozen.get(a.q.name, a.q), frozen.get(b.q.name, b.q), None, None,
+                        self._victims(a), self._victims(b))
         if order != 0:
             return not order < 0
         return not (a.q.spec.creation, a.q.name) < (b.q.spec.creation, b.q.name)
