@@ -26,7 +26,6 @@ from shoal.framework.job_queue import JobsByQueue
 from shoal.framework.jobs import Job, Task, request_total
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
-from shoal.model.status import PodStatus
 
 
 def request_vector(tasks: list[Task]) -> np.ndarray:
@@ -101,7 +100,7 @@ class ScenarioSimulation:
         """Simulate for preemptor `job`; the pending jobs of the simulations' queues are taken now."""
         self.preemptor = job
         self._pending = [j for j in self.ssn.jobs.values()
-                         if j.queue is not None and j.queue.is_leaf and j.has_status(PodStatus.PENDING)]
+                         if j.queue is not None and j.queue.is_leaf and j.pending > 0]
 
     def place(self, stmt: Statement, partial: list[Task], victims: list[Task], nodes: set[int]) -> bool:
         """Re-place victims and place the preemptor in queue order on the feasible nodes plus

@@ -109,8 +109,9 @@ class VictimSolver:
         """A statement that makes room for `job` and pipelines it, or None (session unchanged)."""
         self.preemptor = job
         # Simulated allocations must not leave fit errors behind (victims restore their own).
+        # `pending` is the session's count of a job's pending pods: no scan of every job's tasks.
         saved = {j.uid: (list(j.fit_errors), list(j.reasons)) for j in self.ssn.jobs.values()
-                 if j is job or j.fit_errors or j.reasons or j.has_status(PodStatus.PENDING)}
+                 if j is job or j.fit_errors or j.reasons or j.pending > 0}
         before = job.active_used()
         tasks = tasks_to_allocate(job, real=False)
         self.sim.start(job)
