@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -167,6 +168,8 @@ class Job:
     memo: dict[str, tuple[int, np.ndarray]] = field(default_factory=dict)
     #: Set when handling the job raised (framework.faults): no action touches it again this cycle.
     fault: str = ""
+    #: (version, key) of the job's last `Session.job_key`.
+    order_key: tuple[int, tuple[Any, ...]] | None = None
 
     #: The PodGroup's uid, copied once (read on every queue build, validation and victim pop).
     uid: str = field(init=False, repr=False, compare=False)

@@ -317,10 +317,18 @@ class Session:
 
     # -- helpers for actions ---------------------------------------------------------------
     def job_key(self, job: Job) -> tuple[Any, ...]:
+        """The job's place in job order (plugin keys, then creation and uid), kept on the job
+        until its version moves: the plugins' job keys read only the job's own state, and every
+        change of a task's status moves the version (a victim clone's counters never change)."""
+        hit = job.order_key
+        if hit is not None and hit[0] == job.version:
+            return hit[1]
         key: tuple[Any, ...] = ()
         for fn in self.hooks.job_keys:
             key += fn(job)
-        return (*key, job.pg.creation, job.uid)
+        out = (*key, job.pg.creation, job.uid)
+        job.order_key = (job.version, out)
+        return out
 
     def task_key(self, task: Task) -> tuple[Any, ...]:
         key: tuple[Any, ...] = ()
