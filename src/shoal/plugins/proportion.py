@@ -11,7 +11,7 @@ from shoal.framework.session import Session
 from shoal.model.resources import MILLI
 from shoal.model.status import PodStatus
 from shoal.policy.fairshare import ShareInput, divide
-from shoal.policy.queue_order import QueueView, compare
+from shoal.policy.queue_order import QueueView, RankKey, compare_ranked, rank_key
 from shoal.policy.reclaim import QueueState, can_reclaim, reclaimable
 
 #: Whole unit each resource's over-quota share is floored to (GPU milli -> devices).
@@ -64,10 +64,27 @@ def open_proportion(ssn: Session, args: dict[str, str]) -> None:
         tuples[id(v)] = (v, t)
         return t
 
+    # A queue's rank key (rules 1-6) depends on its allocation, its best job's request and, in
+    # victim mode, its victims: kept per such combination, so each pairwise comparison reads two
+    # keys instead of recomputing both queues' shares.
+    ranks: dict[tuple[str, int, tuple[float, ...] | None, tuple[float, ...] | None], tuple[QueueView, RankKey]] = {}
+
+    def rank_of(q: QueueInfo, req: tuple[float, ...] | None,
+                vic: tuple[float, ...] | None) -> tuple[QueueView, RankKey]:
+        k = (q.name, q.alloc_version, req, vic)
+        hit = ranks.get(k)
+        if hit is None:
+            if len(ranks) >= 8192:
+                ranks.clear()
+            v = view_of(q)
+            hit = ranks[k] = (v, rank_key(v, req, total_t, vic))
+        return hit
+
     def queue_order(l: QueueInfo, r: QueueInfo, l_req: np.ndarray | None, r_req: np.ndarray | None,
                     l_vic: np.ndarray | None = None, r_vic: np.ndarray | None = None) -> int:
-        return compare(view_of(l), view_of(r), as_tuple(l_req), as_tuple(r_req), total_t,
-                       as_tuple(l_vic), as_tuple(r_vic))
+        lv, lk = rank_of(l, as_tuple(l_req), as_tuple(l_vic))
+        rv, rk = rank_of(r, as_tuple(r_req), as_tuple(r_vic))
+        return compare_ranked(lv, rv, lk, rk)
 
     ssn.hooks.queue_order = queue_order
     ssn.hooks.job_capacity.append(job_over_capacity)

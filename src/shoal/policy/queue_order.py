@@ -39,6 +39,31 @@ def _drs(a: Vec, req: Vec, vic: Vec, share: Vec, total: Vec) -> float:
                _ratio(a[2] + req[2] - vic[2], share[2], total[2]))
 
 
+#: Rules 1-6 of `compare` for one queue: each rule reads only that queue's own values, so the
+#: rules compare as a tuple (smaller goes first): over-utilised, not starved, -priority, zero-share
+#: violation, dominant share counting job and victims, dominant share of the allocation alone.
+RankKey = tuple[bool, bool, int, bool, float, float]
+
+
+def rank_key(q: QueueView, req: Vec | None, total: Vec, victims: Vec | None = None) -> RankKey:
+    """`q`'s key for rules 1-6 of `compare` with its best job's request `req` (None = no job) and,
+    in victim mode, the resources of its victims already chosen."""
+    a, f = q.allocated, q.fair_share
+    # 1. Under-utilised first: over-utilised means above fair share in every resource.
+    over = f[0] < a[0] and f[1] < a[1] and f[2] < a[2]
+    # 2. Starved first: the best job still fits inside the deserved quota.
+    starved = _starved(a, q.deserved, req)
+    # 3. Higher queue priority first.
+    r = req if req is not None else _ZERO
+    share = q.alloc_share
+    # 4. Queues that would use a resource they have zero share of go last.
+    zero = _zero_violation(a, r, share)
+    # 5. Smaller dominant-resource share counting the job (and, in victim mode, without the
+    # victims taken); 6. the queue's own share, neither job nor victims counted.
+    v = victims if victims is not None else _ZERO
+    return (over, not starved, -q.priority, zero, _drs(a, r, v, share, total), _drs(a, _ZERO, _ZERO, share, total))
+
+
 def compare(l: QueueView, r: QueueView, l_req: Vec | None, r_req: Vec | None, total: Vec,
             l_victims: Vec | None = None, r_victims: Vec | None = None) -> int:
     """-1 if `l` goes first, 1 if `r` goes first, 0 if no rule decides.
@@ -46,37 +71,14 @@ def compare(l: QueueView, r: QueueView, l_req: Vec | None, r_req: Vec | None, to
     `l_req`/`r_req` are the requests of each queue's best job (None = no job); victims are the
     resources of jobs already chosen as victims from that queue (victim mode only).
     """
-    la, ra = l.allocated, r.allocated
-    lf, rf = l.fair_share, r.fair_share
-    # 1. Under-utilised first: over-utilised means above fair share in every resource.
-    lo = lf[0] < la[0] and lf[1] < la[1] and lf[2] < la[2]
-    ro = rf[0] < ra[0] and rf[1] < ra[1] and rf[2] < ra[2]
-    if lo != ro:
-        return 1 if lo else -1
-    # 2. Starved first: the best job still fits inside the deserved quota.
-    ls, rs = _starved(la, l.deserved, l_req), _starved(ra, r.deserved, r_req)
-    if ls != rs:
-        return -1 if ls else 1
-    # 3. Higher queue priority first.
-    if l.priority != r.priority:
-        return -1 if l.priority > r.priority else 1
-    lreq = l_req if l_req is not None else _ZERO
-    rreq = r_req if r_req is not None else _ZERO
+    return compare_ranked(l, r, rank_key(l, l_req, total, l_victims), rank_key(r, r_req, total, r_victims))
+
+
+def compare_ranked(l: QueueView, r: QueueView, lk: RankKey, rk: RankKey) -> int:
+    """`compare` given each queue's `rank_key` (callers may keep the keys between comparisons)."""
+    if lk != rk:
+        return -1 if lk < rk else 1
     las, ras = l.alloc_share, r.alloc_share
-    # 4. Queues that would use a resource they have zero share of go last.
-    lz, rz = _zero_violation(la, lreq, las), _zero_violation(ra, rreq, ras)
-    if lz != rz:
-        return 1 if lz else -1
-    lv = l_victims if l_victims is not None else _ZERO
-    rv = r_victims if r_victims is not None else _ZERO
-    # 5. Smaller dominant-resource share counting the job (and, in victim mode, without the
-    # victims taken); 6. the queue's own share, neither job nor victims counted.
-    ld, rd = _drs(la, lreq, lv, las, total), _drs(ra, rreq, rv, ras, total)
-    if ld != rd:
-        return -1 if ld < rd else 1
-    ld, rd = _drs(la, _ZERO, _ZERO, las, total), _drs(ra, _ZERO, _ZERO, ras, total)
-    if ld != rd:
-        return -1 if ld < rd else 1
     # 7. Smaller allocatable share (everywhere <=, somewhere <).
     if las[0] <= ras[0] and las[1] <= ras[1] and las[2] <= ras[2] and tuple(las) != tuple(ras):
         return -1
