@@ -28,6 +28,9 @@ from shoal.framework.jobs import Job, Task
 #: the victim queue compares its queues as they stood when it was built.
 _SCAN_GROWTH = 4
 
+#: Up to this many potential victims, `Potential.of_jobs_on` loops in Python instead of numpy.
+_FEW_POTENTIAL = 64
+
 
 class Potential:
     """A partial job's potential victims in the order added, with their nodes and job ids, so
@@ -38,14 +41,22 @@ class Potential:
         self.tasks: list[Task] = []
         self._nodes: list[np.ndarray] = []
         self._jobs: list[np.ndarray] = []
+        #: The same columns as plain lists, for few potential victims (numpy's fixed cost is
+        #: larger than a loop over a few dozen).
+        self._node_list: list[int] = []
+        self._job_list: list[int] = []
 
     def __len__(self) -> int:
         return len(self.tasks)
 
     def add(self, batch: list[Task]) -> None:
         self.tasks.extend(batch)
-        self._nodes.append(np.array([t.node for t in batch], dtype=np.int64))
-        self._jobs.append(np.array([self.log.job_id(t.job.uid) for t in batch], dtype=np.int64))
+        nodes = [t.node for t in batch]
+        jobs = [self.log.job_id(t.job.uid) for t in batch]
+        self._node_list += nodes
+        self._job_list += jobs
+        self._nodes.append(np.array(nodes, dtype=np.int64))
+        self._jobs.append(np.array(jobs, dtype=np.int64))
 
     def add_log_range(self, a: int, b: int) -> None:
         """Add the log's tasks a..b-1 (flat indices)."""
@@ -53,11 +64,18 @@ class Potential:
         self.tasks.extend(self.log.tasks[a:b])
         self._nodes.append(node[a:b])
         self._jobs.append(jobs[a:b])
+        self._node_list += node[a:b].tolist()
+        self._job_list += jobs[a:b].tolist()
 
     def of_jobs_on(self, node: int) -> list[Task]:
-        """The potential victims of every job with a potential victim on `node` (none for -1)."""
+        """The potential victims of every job with a potential victim on `node` (none for -1),
+        in the order added."""
         if node < 0 or not self.tasks:
             return []
+        if len(self.tasks) <= _FEW_POTENTIAL:
+            jl = self._job_list
+            wanted = {j for n, j in zip(self._node_list, jl, strict=True) if n == node}
+            return [t for t, j in zip(self.tasks, jl, strict=True) if j in wanted]
         if len(self._nodes) > 1:
             self._nodes = [np.concatenate(self._nodes)]
             self._jobs = [np.concatenate(self._jobs)]
