@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -30,6 +30,15 @@ def open_proportion(ssn: Session, args: dict[str, str]) -> None:
         q.usage = np.array([usage.get(r, 0.0) for r in QUEUE_COLUMNS])
     compute_fair_shares(ssn, total, k_value)
 
+    ssn.hooks.queue_order = _queue_order(ssn, total)
+    ssn.hooks.job_capacity.append(job_over_capacity)
+    ssn.hooks.task_capacity.append(task_over_capacity)
+    register_reclaim(ssn, multiplier)
+
+
+def _queue_order(ssn: Session, total: np.ndarray) -> Callable[..., int]:
+    """The session's queue comparator (`Hooks.queue_order`): `compare` over views of the queues,
+    with what it reads kept between calls (fair shares are computed before this is called)."""
     total_t = tuple(total.tolist())
     # Fair share, quota and allocatable share are fixed for the session: read them once.
     static = {name: (q.spec.priority, q.spec.creation, tuple(q.fair_share.tolist()), tuple(q.deserved.tolist()),
@@ -86,10 +95,7 @@ def open_proportion(ssn: Session, args: dict[str, str]) -> None:
         rv, rk = rank_of(r, as_tuple(r_req), as_tuple(r_vic))
         return compare_ranked(lv, rv, lk, rk)
 
-    ssn.hooks.queue_order = queue_order
-    ssn.hooks.job_capacity.append(job_over_capacity)
-    ssn.hooks.task_capacity.append(task_over_capacity)
-    register_reclaim(ssn, multiplier)
+    return queue_order
 
 
 def view(q: QueueInfo) -> QueueView:
