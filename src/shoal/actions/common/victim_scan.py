@@ -39,47 +39,41 @@ class Potential:
     def __init__(self, log: VictimLog) -> None:
         self.log = log
         self.tasks: list[Task] = []
-        self._nodes: list[np.ndarray] = []
-        self._jobs: list[np.ndarray] = []
-        #: The same columns as plain lists, for few potential victims (numpy's fixed cost is
-        #: larger than a loop over a few dozen).
+        #: Node and job id of each task, in the order added; as arrays (built on demand, kept
+        #: while no task is added) for many potential victims, where numpy's fixed cost pays.
         self._node_list: list[int] = []
         self._job_list: list[int] = []
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.tasks)
 
     def add(self, batch: list[Task]) -> None:
         self.tasks.extend(batch)
-        nodes = [t.node for t in batch]
-        jobs = [self.log.job_id(t.job.uid) for t in batch]
-        self._node_list += nodes
-        self._job_list += jobs
-        self._nodes.append(np.array(nodes, dtype=np.int64))
-        self._jobs.append(np.array(jobs, dtype=np.int64))
+        self._node_list += [t.node for t in batch]
+        self._job_list += [self.log.job_id(t.job.uid) for t in batch]
+        self._arrays = None
 
     def add_log_range(self, a: int, b: int) -> None:
         """Add the log's tasks a..b-1 (flat indices)."""
         node, _gain, jobs = self.log.columns()
         self.tasks.extend(self.log.tasks[a:b])
-        self._nodes.append(node[a:b])
-        self._jobs.append(jobs[a:b])
         self._node_list += node[a:b].tolist()
         self._job_list += jobs[a:b].tolist()
+        self._arrays = None
 
     def of_jobs_on(self, node: int) -> list[Task]:
         """The potential victims of every job with a potential victim on `node` (none for -1),
         in the order added."""
         if node < 0 or not self.tasks:
             return []
+        jl = self._job_list
         if len(self.tasks) <= _FEW_POTENTIAL:
-            jl = self._job_list
             wanted = {j for n, j in zip(self._node_list, jl, strict=True) if n == node}
             return [t for t, j in zip(self.tasks, jl, strict=True) if j in wanted]
-        if len(self._nodes) > 1:
-            self._nodes = [np.concatenate(self._nodes)]
-            self._jobs = [np.concatenate(self._jobs)]
-        nodes, jobs = self._nodes[0], self._jobs[0]
+        if self._arrays is None:
+            self._arrays = (np.array(self._node_list, dtype=np.int64), np.array(jl, dtype=np.int64))
+        nodes, jobs = self._arrays
         pick = np.isin(jobs, np.unique(jobs[nodes == node]))
         return [self.tasks[i] for i in np.flatnonzero(pick).tolist()]
 
