@@ -63,13 +63,20 @@ def test_victim_queue_copies_start_fresh() -> None:
     assert again.pop() is ssn.jobs["b"]
 
 
+def two_queue_world(queues: dict[str, tuple[int, float]], jobs: dict[str, int]) -> Session:
+    """One 8-GPU node, the named queues (quota, over-quota weight) and, per queue, that many
+    one-GPU running jobs named by the queue's first letter and a number."""
+    w = World().node("n0", 8)
+    for name, (quota, weight) in queues.items():
+        w.queue(name, quota=quota, weight=weight)
+    for name, count in jobs.items():
+        for i in range(count):
+            w.job(f"{name[0]}{i}", name, nodes=["n0"])
+    return session(w)
+
+
 def test_most_over_served_queue_gives_victims_first() -> None:
-    w = World().node("n0", 8).queue("fair", quota=2).queue("over", quota=1, weight=0.0)
-    for i in range(2):
-        w.job(f"f{i}", "fair", nodes=["n0"])
-    for i in range(4):
-        w.job(f"o{i}", "over", nodes=["n0"])
-    ssn = session(w)
+    ssn = two_queue_world({"fair": (2, 1.0), "over": (1, 0.0)}, {"fair": 2, "over": 4})
     vq = VictimQueue(ssn, ssn.jobs.values())
     first = [vq.pop().uid for _ in range(3)]  # type: ignore[union-attr]
     assert all(uid.startswith("o") for uid in first)
@@ -79,12 +86,7 @@ def test_victim_order_reads_the_queues_as_they_were_when_the_queue_was_built() -
     """KAI pops a fresh victim queue over the session the solver started from (every scenario
     before was discarded); shoal's solver pops lazily while a partial job's recorded victims are
     evicted in its statement. Evictions made after the build must not reorder the queues."""
-    w = World().node("n0", 8).queue("a", quota=1, weight=0.0).queue("b", quota=1, weight=0.0)
-    for i in range(4):
-        w.job(f"a{i}", "a", nodes=["n0"])
-    for i in range(3):
-        w.job(f"b{i}", "b", nodes=["n0"])
-    ssn = session(w)
+    ssn = two_queue_world({"a": (1, 0.0), "b": (1, 0.0)}, {"a": 4, "b": 3})
     vq = VictimQueue(ssn, ssn.jobs.values())
     stmt = Statement(ssn)
     for uid in ("a0", "a1", "a2"):  # "a" now holds 1 GPU, "b" 3; a3, a's next victim, still runs

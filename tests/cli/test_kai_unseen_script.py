@@ -63,11 +63,18 @@ def _pick(agreeing: bool) -> Path:
     raise AssertionError("no such 20-node scenario in the set")
 
 
-def test_agreeing_scenarios_score_full_agreement(tmp_path: Path) -> None:
-    oracle = _fake_oracle(tmp_path, _pick(agreeing=True))
-    out = tmp_path / "u"
-    res = _run("--oracle", str(oracle), "--first-seed", "900", "--per-size", "1", "--out", str(out))
+def _measure(tmp: Path, agreeing: bool, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run the script with the stand-in oracle answering an (agreeing or not) set scenario; the
+    run must succeed. Returns it and its output directory."""
+    oracle = _fake_oracle(tmp, _pick(agreeing))
+    out = tmp / "u"
+    res = _run("--oracle", str(oracle), *args, "--out", str(out))
     assert res.returncode == 0, res.stderr
+    return res, out
+
+
+def test_agreeing_scenarios_score_full_agreement(tmp_path: Path) -> None:
+    res, out = _measure(tmp_path, True, "--first-seed", "900", "--per-size", "1")
     assert sorted(p.name for p in (out / "random").iterdir()) == [
         "r100-s902-reclaim.yaml.gz", "r20-s900-reclaim.yaml.gz", "r50-s901-reclaim.yaml.gz"]
     assert "3 scenarios, 3 agree (100.0 %)" in res.stdout
@@ -77,26 +84,21 @@ def test_agreeing_scenarios_score_full_agreement(tmp_path: Path) -> None:
 
 
 def test_disagreeing_scenarios_are_decided_again_and_rescored(tmp_path: Path) -> None:
-    oracle = _fake_oracle(tmp_path, _pick(agreeing=False))
-    out = tmp_path / "u"
-    res = _run("--oracle", str(oracle), "--first-seed", "10", "--per-size", "1", "--out", str(out))
-    assert res.returncode == 0, res.stderr
+    res, out = _measure(tmp_path, False, "--first-seed", "10", "--per-size", "1")
     assert "3 scenarios, 0 agree (0.0 %), 3 differ" in res.stdout
     assert len(list((out / "r10").glob("*.yaml"))) == 3
     assert len(list((out / "final").iterdir())) == 3
     # Resuming keeps what is there: no scenario is generated or decided again.
     before = (tmp_path / "calls").read_text()
-    again = _run("--oracle", str(oracle), "--first-seed", "10", "--per-size", "1", "--out", str(out))
+    again = _run("--oracle", str(tmp_path / "oracle"), "--first-seed", "10", "--per-size", "1",
+                 "--out", str(out))
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "calls").read_text() == before
 
 
 def test_reruns_choose_how_often_the_disagreeing_are_decided_again(tmp_path: Path) -> None:
-    oracle = _fake_oracle(tmp_path, _pick(agreeing=False))
-    out = tmp_path / "u"
-    res = _run("--oracle", str(oracle), "--first-seed", "20", "--per-size", "1", "--sizes", "20 50",
-               "--reruns", "30", "--out", str(out))
-    assert res.returncode == 0, res.stderr
+    res, out = _measure(tmp_path, False, "--first-seed", "20", "--per-size", "1", "--sizes", "20 50",
+                        "--reruns", "30")
     calls = [c for c in (tmp_path / "calls").read_text().split("\n") if c]
     assert sorted(c.split(" repeat ")[1] for c in calls) == ["3", "3", "30", "30"]
     assert len(list((out / "r30").glob("*.yaml"))) == 2
@@ -125,11 +127,7 @@ def test_bad_arguments_are_refused_with_a_reason(tmp_path: Path) -> None:
 
 
 def test_sizes_choose_the_node_counts(tmp_path: Path) -> None:
-    oracle = _fake_oracle(tmp_path, _pick(agreeing=True))
-    out = tmp_path / "u"
-    res = _run("--oracle", str(oracle), "--first-seed", "700", "--per-size", "2", "--sizes", "200 500",
-               "--out", str(out))
-    assert res.returncode == 0, res.stderr
+    res, out = _measure(tmp_path, True, "--first-seed", "700", "--per-size", "2", "--sizes", "200 500")
     assert sorted(p.name for p in (out / "random").iterdir()) == [
         "r200-s700-reclaim.yaml.gz", "r200-s701-preempt.yaml.gz",
         "r500-s702-reclaim.yaml.gz", "r500-s703-preempt.yaml.gz"]
@@ -137,10 +135,7 @@ def test_sizes_choose_the_node_counts(tmp_path: Path) -> None:
 
 
 def test_kinds_choose_the_actions_in_turn(tmp_path: Path) -> None:
-    oracle = _fake_oracle(tmp_path, _pick(agreeing=True))
-    out = tmp_path / "u"
-    res = _run("--oracle", str(oracle), "--first-seed", "800", "--per-size", "3", "--sizes", "500",
-               "--kinds", "reclaim allocate", "--out", str(out))
-    assert res.returncode == 0, res.stderr
+    _res, out = _measure(tmp_path, True, "--first-seed", "800", "--per-size", "3", "--sizes", "500",
+                         "--kinds", "reclaim allocate")
     assert sorted(p.name for p in (out / "random").iterdir()) == [
         "r500-s800-reclaim.yaml.gz", "r500-s801-allocate.yaml.gz", "r500-s802-reclaim.yaml.gz"]
