@@ -85,7 +85,7 @@ def allocate_job(ssn: Session, stmt: Statement, job: Job, *, pipeline_only: bool
                 _add_reason(job, msg.split(":", 1)[0], msg)
             return False
     mask = np.ones(len(ssn.nodes), dtype=bool) if node_mask is None else node_mask
-    return _alloc_set(_Walk(ssn, stmt, job, tasks, pipeline_only), subgroup_tree(job), tasks, mask)
+    return _alloc_set(_Walk(ssn, stmt, job, tasks, pipeline_only, explain=real), subgroup_tree(job), tasks, mask)
 
 
 @dataclass(slots=True)
@@ -128,6 +128,10 @@ class _Walk:
     job: Job
     tasks: list[Task]
     pipeline_only: bool
+    #: Count why each node refused a task that fits nowhere (`rejection_counts`). Off in victim
+    #: simulations: the solver gives every job its fit errors back afterwards, so those texts
+    #: would be built only to be thrown away.
+    explain: bool = True
 
 
 def _node_sets(w: _Walk, name: str, constraint: TopologyConstraint | None, pod_sets: list[PodSet],
@@ -224,10 +228,10 @@ def _alloc_one(w: _Walk, task: Task, mask: np.ndarray | None) -> bool:
         # Group scores rank first: try the best-scored nodes, then the next tier; the errors of
         # a tier that cannot take the task are dropped (the final attempt explains the failure).
         n_errors = len(w.job.fit_errors)
-        if allocate_task(w.ssn, w.stmt, task, w.pipeline_only, tier):
+        if allocate_task(w.ssn, w.stmt, task, w.pipeline_only, tier, explain=w.explain):
             return True
         del w.job.fit_errors[n_errors:]
-    if allocate_task(w.ssn, w.stmt, task, w.pipeline_only, mask):
+    if allocate_task(w.ssn, w.stmt, task, w.pipeline_only, mask, explain=w.explain):
         return True
     _gang_error(w.job, w.tasks, task)
     return False
@@ -251,8 +255,9 @@ def _group_tiers(ssn: Session, task: Task, mask: np.ndarray | None) -> list[np.n
 
 
 def allocate_task(ssn: Session, stmt: Statement, task: Task, pipeline_only: bool,
-                  node_mask: np.ndarray | None = None) -> bool:
-    """Place one task on the best node it fits (idle or releasing); False if none."""
+                  node_mask: np.ndarray | None = None, *, explain: bool = True) -> bool:
+    """Place one task on the best node it fits (idle or releasing); False if none, with the
+    per-node reasons in the job's fit errors when `explain`."""
     for pre in ssn.hooks.pre_predicates:
         msg = pre(ssn, task)
         if msg:
@@ -261,7 +266,8 @@ def allocate_task(ssn: Session, stmt: Statement, task: Task, pipeline_only: bool
     capacity_mask, capacity_reason = _capacity_mask(ssn, task)
     choice = best_node(ssn, task, node_mask, capacity_mask)
     if choice is None:
-        _node_errors(task, rejection_counts(ssn, task, node_mask, capacity_mask, capacity_reason))
+        if explain:
+            _node_errors(task, rejection_counts(ssn, task, node_mask, capacity_mask, capacity_reason))
         return False
     i, fits_idle = choice
     if task.pod.gpu.is_shared:

@@ -65,9 +65,14 @@ def could_fit(ssn: Session, tasks: list[Task], mask: np.ndarray) -> bool:
     tasks are not judged here)."""
     nodes = ssn.nodes
     free: np.ndarray | None = None
+    judged: set[bytes] = set()  # a gang's pods mostly ask alike: each request is judged once
     for t in tasks:
         if t.pod.gpu.is_shared or t.pod.best_effort:
             return True
+        key = t.vec.tobytes()
+        if key in judged:
+            continue
+        judged.add(key)
         if free is None:
             free = nodes.idle + nodes.releasing
         cols = np.flatnonzero(t.vec)
