@@ -87,3 +87,10 @@ def test_shares_on_more_devices_than_the_node_has_still_leave_no_less_than_nothi
     assert breaks({"node0": (0, 2), "node1": (0, 0)}, shares=6) == []
     got = breaks({"node0": (0, 2), "node1": (1, -2)}, shares=6)
     assert [(b.node, b.gap, b.low, b.high) for b in got] == [("node1", 1, 0, 1)]
+
+
+def test_a_pod_without_its_final_node_is_refused_by_name() -> None:
+    data = scenario({"node0": (0, 2), "node1": (2, 0)})
+    del data["expected"]["tasks"]["whole-0"]["node_name"]  # as when KAI's runs varied on it
+    with pytest.raises(ValueError, match=r"expected.tasks.whole-0 lacks its final status or node"):
+        kai_books.node_accounting_breaks(runner.parse(data, "books"))

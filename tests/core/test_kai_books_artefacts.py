@@ -24,14 +24,7 @@ BOOKS = Path(__file__).resolve().parents[1] / "data" / "kai-oracle" / "books"
 
 def _differing_nodes(sc: Scenario) -> set[str]:
     """The nodes where a pod lands whose status or node differs between KAI and shoal."""
-    ssn = runner.decide(sc)
-    nodes: set[str] = set()
-    for uid, want in sc.data["expected"]["tasks"].items():
-        task = ssn.tasks[uid]
-        got = ssn.nodes.names[task.node] if task.node >= 0 else None
-        if (want.get("status"), want.get("node_name")) != (task.status.title, got):
-            nodes.update(n for n in (want.get("node_name"), got) if n)
-    return nodes
+    return {n for kai, got in runner.differing_tasks(sc).values() for n in (kai[1], got[1]) if n}
 
 
 @pytest.mark.parametrize("path", sorted(BOOKS.glob("*.yaml.gz")), ids=lambda p: p.name.removesuffix(".yaml.gz"))

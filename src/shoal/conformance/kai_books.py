@@ -75,7 +75,10 @@ def node_accounting_breaks(sc: Scenario) -> list[Break]:
     share_high: dict[str, int] = defaultdict(int)  # devices the shares ask for
     holders: dict[str, list[str]] = defaultdict(list)
     for pod in snap.pods:
-        final = tasks.get(pod.uid) or {}
+        final = tasks.get(pod.uid)
+        if not final or "status" not in final or ("node_name" not in final and final["status"] in HOLDING):
+            raise ValueError(f"{sc.id}: expected.tasks.{pod.uid} lacks its final status or node (KAI's runs "
+                             "varied on it, or it was decided without --all-tasks): decide it with --repeat 1")
         node = final.get("node_name")
         if not node or final.get("status") not in HOLDING:
             continue

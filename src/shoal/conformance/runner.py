@@ -95,6 +95,28 @@ def decide(sc: Scenario) -> Session:
     return _one_session(sc, None, None)[0]
 
 
+#: A task's (status, node name) as decided.
+Placement = tuple[str, str | None]
+
+
+def differing_tasks(sc: Scenario) -> dict[str, tuple[Placement, Placement]]:
+    """The tasks of a one-session scenario with KAI's decisions in `expected.tasks` whose status
+    or node differs between KAI and shoal: uid -> (KAI's, shoal's), in uid order. A field KAI's
+    runs varied on (left out of `expected`) counts as no difference."""
+    ssn = decide(sc)
+    out: dict[str, tuple[Placement, Placement]] = {}
+    for uid, want in sorted(((sc.data.get("expected") or {}).get("tasks") or {}).items()):
+        task = ssn.tasks.get(uid)
+        if task is None:
+            continue
+        got = (task.status.title, ssn.nodes.names[task.node] if task.node >= 0 else None)
+        status = want.get("status", got[0])
+        node = want["node_name"] if "node_name" in want else (None if status == "Pending" else got[1])
+        if got != (status, node):
+            out[uid] = ((status, node), got)
+    return out
+
+
 def _one_session(sc: Scenario, jobs: list[dict[str, Any]] | None, clock: _Clock | None,
                  actions: list[str] | None = None) -> tuple[Session, dict[str, int]]:
     """One session on the scenario; its open + actions are timed on `clock` (None: not timed)."""
