@@ -25,9 +25,7 @@ from typing import Any
 
 from shoal.conformance.loader import Scenario, build_snapshot
 from shoal.model.resources import MILLI
-
-#: Final statuses whose pod holds its node's GPUs (a Releasing pod gives them back).
-HOLDING = frozenset({"Running", "Pipelined", "Allocated", "Bound", "Binding"})
+from shoal.model.status import ACTIVE_ALLOCATED_SET, PodStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +74,13 @@ def node_accounting_breaks(sc: Scenario) -> list[Break]:
     holders: dict[str, list[str]] = defaultdict(list)
     for pod in snap.pods:
         final = tasks.get(pod.uid)
-        if not final or "status" not in final or ("node_name" not in final and final["status"] in HOLDING):
+        holds = bool(final and "status" in final and PodStatus.parse(final["status"]) in ACTIVE_ALLOCATED_SET)
+        if not final or "status" not in final or ("node_name" not in final and holds):
             raise ValueError(f"{sc.id}: expected.tasks.{pod.uid} lacks its final status or node (KAI's runs "
                              "varied on it, or it was decided without --all-tasks): decide it with --repeat 1")
+        assert final is not None
         node = final.get("node_name")
-        if not node or final.get("status") not in HOLDING:
+        if not node or not holds:
             continue
         holders[node].append(pod.uid)
         if pod.mig or pod.dra_gpus:
