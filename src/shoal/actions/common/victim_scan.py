@@ -39,41 +39,50 @@ class Potential:
     def __init__(self, log: VictimLog) -> None:
         self.log = log
         self.tasks: list[Task] = []
-        #: Node and job id of each task, in the order added; as arrays (built on demand, kept
-        #: while no task is added) for many potential victims, where numpy's fixed cost pays.
-        self._node_list: list[int] = []
-        self._job_list: list[int] = []
-        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        #: Node and job id of each task, in the order added: array chunks (log ranges are added
+        #: as slices of the log's columns, thousands of entries at a time, never converted to
+        #: Python lists) and, after them, the batches added one by one as lists.
+        self._chunks: list[tuple[np.ndarray, np.ndarray]] = []
+        self._node_tail: list[int] = []
+        self._job_tail: list[int] = []
 
     def __len__(self) -> int:
         return len(self.tasks)
 
     def add(self, batch: list[Task]) -> None:
         self.tasks.extend(batch)
-        self._node_list += [t.node for t in batch]
-        self._job_list += [self.log.job_id(t.job.uid) for t in batch]
-        self._arrays = None
+        self._node_tail += [t.node for t in batch]
+        self._job_tail += [self.log.job_id(t.job.uid) for t in batch]
 
     def add_log_range(self, a: int, b: int) -> None:
         """Add the log's tasks a..b-1 (flat indices)."""
         node, _gain, jobs = self.log.columns()
+        self._flush()
         self.tasks.extend(self.log.tasks[a:b])
-        self._node_list += node[a:b].tolist()
-        self._job_list += jobs[a:b].tolist()
-        self._arrays = None
+        self._chunks.append((node[a:b], jobs[a:b]))
+
+    def _flush(self) -> None:
+        """Move the batches added one by one into an array chunk."""
+        if self._node_tail:
+            self._chunks.append((np.array(self._node_tail, dtype=np.int64),
+                                 np.array(self._job_tail, dtype=np.int64)))
+            self._node_tail, self._job_tail = [], []
 
     def of_jobs_on(self, node: int) -> list[Task]:
         """The potential victims of every job with a potential victim on `node` (none for -1),
         in the order added."""
         if node < 0 or not self.tasks:
             return []
-        jl = self._job_list
         if len(self.tasks) <= _FEW_POTENTIAL:
-            wanted = {j for n, j in zip(self._node_list, jl, strict=True) if n == node}
+            nl: list[int] = [n for c in self._chunks for n in c[0].tolist()] + self._node_tail
+            jl: list[int] = [j for c in self._chunks for j in c[1].tolist()] + self._job_tail
+            wanted = {j for n, j in zip(nl, jl, strict=True) if n == node}
             return [t for t, j in zip(self.tasks, jl, strict=True) if j in wanted]
-        if self._arrays is None:
-            self._arrays = (np.array(self._node_list, dtype=np.int64), np.array(jl, dtype=np.int64))
-        nodes, jobs = self._arrays
+        self._flush()
+        if len(self._chunks) > 1:
+            self._chunks = [(np.concatenate([c[0] for c in self._chunks]),
+                             np.concatenate([c[1] for c in self._chunks]))]
+        nodes, jobs = self._chunks[0]
         pick = np.isin(jobs, np.unique(jobs[nodes == node]))
         return [self.tasks[i] for i in np.flatnonzero(pick).tolist()]
 
