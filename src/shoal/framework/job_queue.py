@@ -49,12 +49,15 @@ class JobsByQueue(QueueTree[list[_Entry]]):
         self._seq = 0
         self.popped: dict[str, np.ndarray] = {}
         keyed: list[tuple[str, Job, tuple[object, ...]]] = []
-        for job in jobs:
+        add = keyed.append
+        memo = keys if keys is not None else {}
+        for job in jobs:  # thousands of victim jobs per simulation: the memo is read inline
             if job.queue is None or job.fault:
                 continue
-            key = self._memo_key(job, keys)
+            hit = memo.get(job.uid)
+            key = hit[1] if hit is not None and hit[0] == job.version else self._memo_key(job, keys)
             if key is not None:
-                keyed.append((job.pg.uid, job, key))
+                add((job.uid, job, key))
         keyed.sort(key=_first)
         if depth is None:
             self._push_all(keyed)

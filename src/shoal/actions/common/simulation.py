@@ -130,9 +130,9 @@ class ScenarioSimulation:
         order = JobsByQueue(ssn, jobs.values(), request=request, keys=self._keys)  # it sorts them by uid
         # Only the preemptor and the victims' jobs act; once all of them were popped, the rest of
         # the order would be popped and skipped, so stop there.
-        to_act = sum(1 for uid in victim_jobs | {job.uid} if jobs[uid].queue is not None)
         placed = False
         waiting = {uid for uid in victim_jobs if jobs[uid].queue is not None}
+        to_act = len(waiting) + (job.uid not in victim_jobs and job.queue is not None)
         while to_act:
             nxt = order.pop()
             if nxt is None:
