@@ -73,13 +73,12 @@ def node_accounting_breaks(sc: Scenario) -> list[Break]:
     share_high: dict[str, int] = defaultdict(int)  # devices the shares ask for
     holders: dict[str, list[str]] = defaultdict(list)
     for pod in snap.pods:
-        final = tasks.get(pod.uid)
-        holds = bool(final and "status" in final and PodStatus.parse(final["status"]) in ACTIVE_ALLOCATED_SET)
-        if not final or "status" not in final or ("node_name" not in final and holds):
+        final = tasks.get(pod.uid) or {}
+        holds = "status" in final and PodStatus.parse(final["status"]) in ACTIVE_ALLOCATED_SET
+        node = final.get("node_name")
+        if "status" not in final or (holds and node is None):
             raise ValueError(f"{sc.id}: expected.tasks.{pod.uid} lacks its final status or node (KAI's runs "
                              "varied on it, or it was decided without --all-tasks): decide it with --repeat 1")
-        assert final is not None
-        node = final.get("node_name")
         if not node or not holds:
             continue
         holders[node].append(pod.uid)

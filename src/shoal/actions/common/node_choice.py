@@ -48,9 +48,6 @@ class _Entry:
     #: Node token -> (fits idle, ok, score) of every node state this kind of task was answered
     #: for (a row settled as full has ok False; its score is never read).
     memo: dict[int, tuple[bool, bool, float]] = field(default_factory=dict)
-    #: (column, amount) of each non-zero request of this kind of task, as Python ints: the
-    #: one-node fullness check (`_drop_full`) reads them per placed pod.
-    need: tuple[tuple[int, int], ...] = ()
 
 
 #: The memo's answer for a node too full for the task (`_drop_full`).
@@ -98,10 +95,8 @@ def _full(ssn: Session, task: Task) -> _Entry:
     masked = np.where(ok, score, -np.inf)
     tokens = list(ssn.nodes.token)
     memo = dict(zip(tokens, zip(fits_idle.tolist(), ok.tolist(), score.tolist(), strict=True), strict=True))
-    cols, amounts = nonzero_columns(ssn, task.vec)
     return _Entry(tokens, fits_idle, ok, score, masked, static_ok, preds, scorers, constant,
-                  seen=len(ssn.nodes.changes), memo=memo,
-                  need=tuple(zip(cols.tolist(), amounts.tolist(), strict=True)))
+                  seen=len(ssn.nodes.changes), memo=memo)
 
 
 def _refresh(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> None:
@@ -185,17 +180,16 @@ def _drop_full(ssn: Session, task: Task, entry: _Entry, rows: np.ndarray) -> np.
     if task.pod.best_effort:
         return rows
     nodes = ssn.nodes
-    if rows.size == 1:  # the common case (the node a gang's last pod went to), in Python ints
+    cols, need = nonzero_columns(ssn, task.vec)
+    if rows.size == 1:  # the common case (the node a gang's last pod went to), in fewer steps
         i = int(rows[0])
-        idle, releasing = nodes.idle[i].tolist(), nodes.releasing[i].tolist()
-        if all(idle[c] + releasing[c] >= n for c, n in entry.need):
+        if not ((nodes.idle[i] + nodes.releasing[i])[cols] < need).any():
             return rows
         entry.ok[i] = False
         entry.masked[i] = -np.inf
         t = entry.tokens[i] = nodes.token[i]
         entry.memo[t] = _FULL
         return rows[:0]
-    cols, need = nonzero_columns(ssn, task.vec)
     full = ((nodes.idle[rows][:, cols] + nodes.releasing[rows][:, cols]) < need).any(axis=1)
     if not full.any():
         return rows

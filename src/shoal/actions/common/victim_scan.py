@@ -73,16 +73,15 @@ class Potential:
         in the order added."""
         if node < 0 or not self.tasks:
             return []
-        if len(self.tasks) <= _FEW_POTENTIAL:
-            nl: list[int] = [n for c in self._chunks for n in c[0].tolist()] + self._node_tail
-            jl: list[int] = [j for c in self._chunks for j in c[1].tolist()] + self._job_tail
-            wanted = {j for n, j in zip(nl, jl, strict=True) if n == node}
-            return [t for t, j in zip(self.tasks, jl, strict=True) if j in wanted]
         self._flush()
         if len(self._chunks) > 1:
             self._chunks = [(np.concatenate([c[0] for c in self._chunks]),
                              np.concatenate([c[1] for c in self._chunks]))]
         nodes, jobs = self._chunks[0]
+        if len(self.tasks) <= _FEW_POTENTIAL:
+            jl: list[int] = jobs.tolist()
+            wanted = {j for n, j in zip(nodes.tolist(), jl, strict=True) if n == node}
+            return [t for t, j in zip(self.tasks, jl, strict=True) if j in wanted]
         pick = np.isin(jobs, np.unique(jobs[nodes == node]))
         return [self.tasks[i] for i in np.flatnonzero(pick).tolist()]
 
