@@ -4,10 +4,15 @@ and elastic victims (shrunk, but never below their minimum while protected)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.reclaim_world import NOW, World, evicted_jobs
 from shoal.cycle import open_session
 from shoal.framework.config import PluginConfig, SchedulerConfig
+from shoal.framework.jobs import Task
+from shoal.framework.scenario_victims import RecordedJobs, ScenarioVictims
+from shoal.framework.statement import Statement
 from shoal.plugins.minruntime import reclaim_start
 
 
@@ -75,3 +80,40 @@ def test_protected_elastic_victim_only_loses_pods_above_its_minimum() -> None:
     w3.job("elastic", "q0", tasks=4, min_member=2, nodes=["n0"] * 4, started=NOW - 60)
     w3.job("p", "q1", gpus=3)
     assert not w3.run("reclaim", **config("lca", defaultReclaimMinRuntime="1h")).decisions.evictions
+
+
+# -- the verdicts kept per recorded-victims object (ScenarioVictims.base) ------------------------
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans(), st.sampled_from(["parent", "added", "extra"])),
+                min_size=1, max_size=6))
+def test_kept_verdicts_answer_as_every_victim_read(jobs: list[tuple[bool, bool, str]]) -> None:
+    """Victim jobs of two pods, each a gang (min 2) or elastic (min 1), one pod evicted or both;
+    in the parent's recorded part, the part added to it, or the scenario's other victims. Every
+    victim is protected (1 h minimum runtime, started a minute ago): the scenario is refused
+    exactly when a job is left below its minimum. The validator given the recorded parts (a child after its
+    parent, as the solver gives them) answers as given a plain dict."""
+    w = World().node("n0", 16).queue("q0", quota=0).queue("q1", quota=16)
+    for i, (gang, _both, _part) in enumerate(jobs):
+        w.job(f"v{i}", "q0", tasks=2, min_member=2 if gang else 1, nodes=["n0", "n0"], started=NOW - 60)
+    w.job("p", "q1", gpus=2)
+    ssn = open_session(w.snapshot, SchedulerConfig(actions=(), **config("lca", defaultReclaimMinRuntime="1h")))
+    (valid,) = [v for v in ssn.hooks.reclaim_validators if "make_validator" in v.__qualname__]
+    stmt = Statement(ssn)
+    parts: dict[str, dict[str, list[Task]]] = {"parent": {}, "added": {}, "extra": {}}
+    for i, (_gang, both, part) in enumerate(jobs):
+        job = ssn.jobs[f"v{i}"]
+        lost = job.tasks if both else job.tasks[:1]
+        for t in lost:
+            stmt.evict(t, "reclaim", "test", "p")
+        parts[part][job.uid] = list(lost)
+    # A gang always drops below its minimum; an elastic job only when it loses both pods.
+    want = not any(gang or both for gang, both, _part in jobs)
+    parent = RecordedJobs(parts["parent"])
+    child = RecordedJobs(parts["parent"] | parts["added"], parent, tuple(parts["added"]))
+    preemptor = ssn.jobs["p"]
+    for base, extra in ((parent, parts["added"] | parts["extra"]), (child, parts["extra"])):
+        victims = ScenarioVictims(base.by_job | extra, base, tuple(extra))
+        plain = dict(victims)
+        assert valid(ssn, preemptor, preemptor.tasks, plain) is want
+        assert valid(ssn, preemptor, preemptor.tasks, victims) is want
+        assert valid(ssn, preemptor, preemptor.tasks, victims) is want  # the kept verdict

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from shoal.policy.reclaim import QueueState, can_reclaim, fits_under, leveled, reclaimable
+from shoal.policy.reclaim import (
+    QueueState,
+    _within_boundaries,
+    can_reclaim,
+    fits_strategy,
+    fits_under,
+    leveled,
+    path,
+    reclaimable,
+)
 
 
 def q(name: str, alloc: float, fs: float, deserved: float, parent: str | None = None,
@@ -85,3 +96,50 @@ def test_departments_compare_the_subtrees() -> None:
     assert reclaimable(qs, "a", gpus(2), True, {"b": [gpus(2)]})
     qs = queues(q("d1", 4, 4, 4), q("a", 0, 2, 2, "d1"), q("b", 2, 2, 2, "d1"), q("d2", 0, 4, 4))
     assert not reclaimable(qs, "a", gpus(2), True, {"b": [gpus(2)]})
+
+
+# -- the strategy is checked before the last chunk only (`reclaimable_sums`) ---------------------
+def _every_chunk(qs: dict[str, QueueState], reclaimer: str, req: np.ndarray, preemptible: bool,
+                 chunks: dict[str, list[np.ndarray]], multiplier: float) -> bool:
+    """KAI's walk, chunk by chunk: the strategy before each chunk, then the chunk taken."""
+    remaining: dict[str, np.ndarray] = {}
+    touched: dict[str, np.ndarray] = {}
+    for qname in sorted(chunks):
+        if not chunks[qname]:
+            continue
+        x, y = leveled(qs, reclaimer, qname)
+        rem = remaining.get(y, qs[y].allocated.copy())
+        for c in chunks[qname]:
+            if not fits_strategy(req, qs[x], qs[y], rem):
+                return False
+            rem = rem - c
+        remaining.setdefault(y, qs[y].allocated.copy())
+        total = np.sum(chunks[qname], axis=0)
+        for a in path(qs, qname):
+            remaining[a] = remaining.get(a, qs[a].allocated.copy()) - total
+            touched[a] = touched.get(a, np.zeros(3, dtype=bool)) | (total > 0)
+    return _within_boundaries(qs, reclaimer, req, preemptible, remaining, touched, multiplier)
+
+
+@st.composite
+def _reclaim_cases(draw: st.DrawFn) -> tuple[dict[str, QueueState], np.ndarray, dict[str, list[np.ndarray]], bool]:
+    depts = draw(st.booleans())
+    names = ["r", "a", "b", "c"]
+    parents = {"r": "d1", "a": "d1", "b": "d2", "c": "d2"} if depts else dict.fromkeys(names)
+    small = st.integers(0, 12)
+    out = [q(n, draw(small), draw(small), draw(st.sampled_from([-1, 0, 1, 2, 4, 8])), parents[n],
+             alloc_np=draw(small)) for n in names]
+    if depts:
+        out += [q("d1", draw(small), draw(small), -1), q("d2", draw(small), draw(small), -1)]
+    chunks = {n: [gpus(draw(st.integers(0, 4))) for _ in range(draw(st.integers(0, 5)))] for n in ("a", "b", "c")}
+    return queues(*out), gpus(draw(st.integers(0, 4))), chunks, draw(st.booleans())
+
+
+@settings(max_examples=400, deadline=None)
+@given(_reclaim_cases(), st.sampled_from([1.0, 1.5]))
+def test_the_last_chunk_decides_as_every_chunk_does(case: tuple[dict[str, QueueState], np.ndarray,
+                                                                 dict[str, list[np.ndarray]], bool],
+                                                    multiplier: float) -> None:
+    qs, req, chunks, preemptible = case
+    assert reclaimable(qs, "r", req, preemptible, chunks, multiplier) == \
+        _every_chunk(qs, "r", req, preemptible, chunks, multiplier)

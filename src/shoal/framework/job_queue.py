@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from shoal.model.status import ALLOCATED_SET, PodStatus
 _Entry = tuple[tuple[object, ...], int, Job]
 _Node = TreeNode[list[_Entry]]
 
+#: Job uid -> (job version, order key): see `JobsByQueue.__init__`'s `keys`.
+KeyMemo = dict[str, tuple[int, tuple[object, ...]]]
+
 
 class JobsByQueue(QueueTree[list[_Entry]]):
     """A priority structure of jobs over the queue tree. Pop returns the next job to try.
@@ -37,7 +41,7 @@ class JobsByQueue(QueueTree[list[_Entry]]):
 
     def __init__(self, ssn: Session, jobs: Iterable[Job], *, victim_mode: bool = False,
                  request: Callable[[Job], np.ndarray] | None = None, depth: int | None = None,
-                 keys: dict[str, tuple[int, tuple[object, ...]]] | None = None) -> None:
+                 keys: KeyMemo | None = None) -> None:
         """`keys`: a memo of the jobs' order keys (job uid -> (job version, key)) shared by queues
         of one mode built over and over in one session; valid because the plugins' job keys read
         only the job's own state, which moves its version."""
@@ -58,7 +62,7 @@ class JobsByQueue(QueueTree[list[_Entry]]):
             key = hit[1] if hit is not None and hit[0] == job.version else self._memo_key(job, keys)
             if key is not None:
                 add((job.uid, job, key))
-        keyed.sort(key=_first)
+        keyed.sort(key=itemgetter(0))  # uids are unique: the job and key are never compared
         if depth is None:
             self._push_all(keyed)
         else:
@@ -66,21 +70,12 @@ class JobsByQueue(QueueTree[list[_Entry]]):
                 self._push(job, key)
 
     # -- jobs --------------------------------------------------------------------------------
-    def _memo_key(self, job: Job, keys: dict[str, tuple[int, tuple[object, ...]]] | None) -> tuple[object, ...] | None:
+    def _memo_key(self, job: Job, keys: KeyMemo | None) -> tuple[object, ...] | None:
         """The job's order key (from `keys` while the job's version stands); None if it raised."""
-        hit = keys.get(job.uid) if keys is not None else None
-        if hit is not None and hit[0] == job.version:
-            return hit[1]
-        key = None
-        with isolated(self.ssn, job, "job order"):  # a job whose order key raises is skipped
-            key = self._key(job)
-        if key is not None and keys is not None:
-            keys[job.uid] = (job.version, key)
-        return key
+        return order_key(self.ssn, job, keys, self.victim)
 
     def _key(self, job: Job) -> tuple[object, ...]:
-        key = self.ssn.job_key(job)
-        return tuple(Reverse(k) for k in key) if self.victim else key
+        return _plain_key(self.ssn, job, self.victim)
 
     def push(self, job: Job) -> None:
         if job.queue is not None and job.queue.is_leaf:
@@ -181,8 +176,24 @@ class JobsByQueue(QueueTree[list[_Entry]]):
 ZERO3 = np.zeros(3)
 
 
-def _first(e: tuple[str, Job, tuple[object, ...]]) -> str:
-    return e[0]
+def _plain_key(ssn: Session, job: Job, victim: bool) -> tuple[object, ...]:
+    key = ssn.job_key(job)
+    return tuple(Reverse(k) for k in key) if victim else key
+
+
+def order_key(ssn: Session, job: Job, keys: KeyMemo | None, victim: bool = False) -> tuple[object, ...] | None:
+    """The job's order key in a `JobsByQueue` of mode `victim`, read from the memo `keys` while the
+    job's version stands; None when the plugins raised (the job is then faulted and left out of
+    the queue, as `JobsByQueue` leaves it)."""
+    hit = keys.get(job.uid) if keys is not None else None
+    if hit is not None and hit[0] == job.version:
+        return hit[1]
+    key = None
+    with isolated(ssn, job, "job order"):  # a job whose order key raises is skipped
+        key = _plain_key(ssn, job, victim)
+    if key is not None and keys is not None:
+        keys[job.uid] = (job.version, key)
+    return key
 
 
 def _seq_of(e: _Entry) -> int:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from shoal.framework.jobs import QUEUE_COLUMNS, Job, QueueInfo, Task, capacity_request, request_total
+from shoal.framework.scenario_victims import RecordedJobs, ScenarioVictims
 from shoal.framework.session import Session
 from shoal.model.resources import MILLI
 from shoal.model.status import PodStatus
 from shoal.policy.fairshare import ShareInput, divide
 from shoal.policy.queue_order import QueueView, RankKey, compare_ranked, rank_key
-from shoal.policy.reclaim import QueueState, can_reclaim, reclaimable
+from shoal.policy.reclaim import QueueState, QueueSums, can_reclaim, chunk_sums, reclaimable_sums
 
 #: Whole unit each resource's over-quota share is floored to (GPU milli -> devices).
 UNITS = (float(MILLI), 1.0, 1.0)
@@ -209,23 +211,102 @@ def victim_chunks(ssn: Session, victims: dict[str, list[Task]],
         job = jobs[uid]
         if job.queue is None:
             continue
-        vt = victims[uid]
-        tasks_key = (vt[0].uid,) if len(vt) == 1 else tuple([t.uid for t in vt])
-        hit = memo.get(uid) if memo is not None else None
-        if hit is not None and hit[0] == job.version and hit[1] == tasks_key:
-            if hit[2]:
-                name = job.queue.spec.name
-                chunks = out.get(name)
-                if chunks is None:
-                    out[name] = list(hit[2])
-                else:
-                    chunks.extend(hit[2])
-            continue
-        mine = _job_chunks(job, vt)
-        if memo is not None:
-            memo[uid] = (job.version, tasks_key, mine)
+        mine = _memo_chunks(job, victims[uid], memo)
         if mine:
-            out.setdefault(job.queue.name, []).extend(mine)
+            chunks = out.get(job.queue.name)
+            if chunks is None:
+                out[job.queue.name] = list(mine)
+            else:
+                chunks.extend(mine)
+    return out
+
+
+def _memo_chunks(job: Job, vt: list[Task], memo: ChunkMemo | None) -> list[np.ndarray]:
+    """`_job_chunks`, through `memo` (see `victim_chunks`). The list returned is never to be changed."""
+    tasks_key = (vt[0].uid,) if len(vt) == 1 else tuple([t.uid for t in vt])
+    hit = memo.get(job.uid) if memo is not None else None
+    if hit is not None and hit[0] == job.version and hit[1] == tasks_key:
+        return hit[2]
+    mine = _job_chunks(job, vt)
+    if memo is not None:
+        memo[job.uid] = (job.version, tasks_key, mine)
+    return mine
+
+
+#: Per reclaimee leaf queue: [GPU, CPU, memory sums of the chunks, uid of the last victim job
+#: (uid order) with chunks, that job's last chunk] - what `chunk_sums` gives, kept as whole numbers.
+_Sums = dict[str, list[Any]]
+
+#: Sums of whole numbers below this are exact in float64, whatever the order they are added in.
+_EXACT = float(2**53)
+
+
+def _add_job(acc: _Sums, ssn: Session, uid: str, vt: list[Task], memo: ChunkMemo) -> bool:
+    """Add one victim job's chunks to `acc`; False if a value is not a whole number (then the sums
+    would depend on the order of the additions, which `chunk_sums` fixes)."""
+    job = ssn.jobs[uid]
+    if job.queue is None:
+        return True
+    chunks = _memo_chunks(job, vt, memo)
+    if not chunks:
+        return True
+    g = c = m = 0.0
+    for chunk in chunks:
+        a, b, d = chunk.tolist()
+        if not (a.is_integer() and b.is_integer() and d.is_integer() and min(a, b, d) >= 0):
+            return False
+        g, c, m = g + a, c + b, m + d
+    cur = acc.get(job.queue.name)
+    if cur is None:
+        acc[job.queue.name] = [g, c, m, uid, chunks[-1]]
+        return True
+    cur[0], cur[1], cur[2] = cur[0] + g, cur[1] + c, cur[2] + m
+    if uid > cur[3]:
+        cur[3], cur[4] = uid, chunks[-1]
+    return True
+
+
+def _base_sums(ssn: Session, base: RecordedJobs, memo: ChunkMemo,
+               kept: list[tuple[RecordedJobs, _Sums | None]]) -> _Sums | None:
+    """The `_Sums` of the recorded victims' jobs (None: not all whole numbers), kept for the
+    latest two `RecordedJobs` and extended from the parent's when that one is kept."""
+    for had, sums in kept:
+        if had is base:
+            return sums
+    parent = next((item for item in kept if item[0] is base.parent), None) if base.parent else None
+    got: _Sums | None = None
+    if parent is None:
+        acc: _Sums = {}
+        if all(_add_job(acc, ssn, uid, vt, memo) for uid, vt in base.by_job.items()):
+            got = acc
+    elif parent[1] is not None:  # a parent with a fractional value has it here too: None
+        acc = {q: list(v) for q, v in parent[1].items()}
+        if all(_add_job(acc, ssn, uid, base.by_job[uid], memo) for uid in base.added):
+            got = acc
+    kept[:] = [*kept[-1:], (base, got)]
+    return got
+
+
+def _scenario_sums(ssn: Session, victims: ScenarioVictims, memo: ChunkMemo,
+                   kept: list[tuple[RecordedJobs, _Sums | None]]) -> QueueSums | None:
+    """`chunk_sums(victim_chunks(...))` from the recorded victims' kept sums plus the scenario's
+    other victim jobs, when every value is a whole number and every sum stays exact (the same
+    floats, whatever the order); None otherwise (or without a recorded part)."""
+    if victims.base is None:
+        return None
+    base = _base_sums(ssn, victims.base, memo, kept)
+    if base is None:
+        return None
+    acc = {q: list(v) for q, v in base.items()}
+    for uid in victims.extra:
+        if not _add_job(acc, ssn, uid, victims[uid], memo):
+            return None
+    out: QueueSums = {}
+    for qname, (g, c, m, _uid, last) in acc.items():
+        if max(g, c, m) >= _EXACT:
+            return None
+        total = np.array([g, c, m])
+        out[qname] = (total - last, total)
     return out
 
 
@@ -266,6 +347,7 @@ def register_reclaim(ssn: Session, multiplier: float) -> None:
     `can_reclaim` call; the request of the scenario's partial job, `partial_request`)."""
     frozen: dict[str, dict[str, QueueState]] = {}
     memo: ChunkMemo = {}
+    kept: list[tuple[RecordedJobs, _Sums | None]] = []
 
     def gate(ssn: Session, job: Job, req: np.ndarray) -> bool:
         if job.queue is None:
@@ -276,8 +358,11 @@ def register_reclaim(ssn: Session, multiplier: float) -> None:
     def validate(ssn: Session, job: Job, partial: list[Task], victims: dict[str, list[Task]]) -> bool:
         if job.queue is None or job.uid not in frozen:
             return False
-        return reclaimable(frozen[job.uid], job.queue.name, partial_request(partial), job.preemptible,
-                           victim_chunks(ssn, victims, memo), multiplier)
+        sums = _scenario_sums(ssn, victims, memo, kept) if isinstance(victims, ScenarioVictims) else None
+        if sums is None:
+            sums = chunk_sums(victim_chunks(ssn, victims, memo))
+        return reclaimable_sums(frozen[job.uid], job.queue.name, partial_request(partial), job.preemptible,
+                                sums, multiplier)
 
     ssn.hooks.can_reclaim.append(gate)
     ssn.hooks.reclaim_validators.append(validate)

@@ -68,19 +68,6 @@ def fits_strategy(req: np.ndarray, x: QueueState, y: QueueState, remaining_y: np
     return fits_under(x.allocated + req, x.deserved) and not fits_under(remaining_y, y.deserved)
 
 
-def _fits_rows(x: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """`fits_under` for every row of x."""
-    out: np.ndarray = np.all((bound == -1) | (x <= bound), axis=1)
-    return out
-
-
-def _strategy_rows(req: np.ndarray, x: QueueState, y: QueueState, remaining_y: np.ndarray) -> np.ndarray:
-    """`fits_strategy` for every row of `remaining_y`."""
-    guarantee = fits_under(x.allocated + req, x.deserved)
-    out: np.ndarray = ~_fits_rows(remaining_y, y.alloc_share) | (guarantee & ~_fits_rows(remaining_y, y.deserved))
-    return out
-
-
 def _ratio(x: float, f: float) -> float:
     if f == 0:
         return float("inf") if x > 0 else 0.0
@@ -89,29 +76,52 @@ def _ratio(x: float, f: float) -> float:
     return x / f
 
 
+#: Per reclaimee leaf queue: (the sum of its chunks but the last, the sum of all its chunks).
+QueueSums = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def chunk_sums(chunks: dict[str, list[np.ndarray]]) -> QueueSums:
+    """`reclaimable`'s reading of the chunks: per queue with chunks, the sum of all but the last
+    (added one after another, in order) and the sum of all."""
+    out: QueueSums = {}
+    for qname, got in chunks.items():
+        if not got:
+            continue
+        # np.array reads a list of small vectors several times faster than np.stack.
+        taken = np.array(got, dtype=np.float64).reshape(-1, 3)
+        before_last = np.cumsum(taken[:-1], axis=0)[-1] if len(taken) > 1 else np.zeros(3)
+        out[qname] = (before_last, taken.sum(axis=0))
+    return out
+
+
 def reclaimable(queues: dict[str, QueueState], reclaimer: str, req: np.ndarray, preemptible: bool,
                 chunks: dict[str, list[np.ndarray]], multiplier: float = 1.0) -> bool:
     """`Reclaimable`: may the reclaimer (leaf `reclaimer`, asking `req`) take `chunks`
     (per reclaimee leaf queue: the victims' resources, one vector per core/elastic chunk)?
+    See `reclaimable_sums`."""
+    return reclaimable_sums(queues, reclaimer, req, preemptible, chunk_sums(chunks), multiplier)
 
-    Reclaimee queues are visited in name order (KAI: Go map order)."""
+
+def reclaimable_sums(queues: dict[str, QueueState], reclaimer: str, req: np.ndarray, preemptible: bool,
+                     sums: QueueSums, multiplier: float = 1.0) -> bool:
+    """`Reclaimable` from each reclaimee queue's chunk sums (`chunk_sums`).
+
+    Reclaimee queues are visited in name order (KAI: Go map order). A queue's chunks go one after
+    another: before chunk i, its leveled queue Y has lost chunks 0..i-1, and the strategy
+    (`fits_strategy`) must hold before every chunk. Chunks are never negative, so Y's remainder
+    only shrinks from one chunk to the next, `fits_under` can only turn true, and the strategy -
+    true while Y is above a bound - can only turn false: it holds before every chunk exactly when
+    it holds before the last one, which is all that is checked."""
     remaining: dict[str, np.ndarray] = {}
     touched: dict[str, np.ndarray] = {}
-    for qname in sorted(chunks):
-        if not chunks[qname]:
-            continue
+    for qname in sorted(sums):
+        before_last, total = sums[qname]
         x, y = leveled(queues, reclaimer, qname)
         if y not in remaining:
             remaining[y] = queues[y].allocated.copy()
-        # np.array reads a list of small vectors several times faster than np.stack.
-        taken = np.array(chunks[qname], dtype=np.float64).reshape(-1, 3)
-        # The chunks go one after another: before chunk i, Y has lost chunks 0..i-1 (y is on
-        # qname's path). Checked for all i at once.
-        before = remaining[y] - np.vstack([np.zeros((1, 3)), np.cumsum(taken[:-1], axis=0)])
-        if not _strategy_rows(req, queues[x], queues[y], before).all():
+        if not fits_strategy(req, queues[x], queues[y], remaining[y] - before_last):
             return False
-        total = taken.sum(axis=0)
-        hit = (taken > 0).any(axis=0)
+        hit = total > 0  # some chunk takes the column (chunks are never negative)
         for a in path(queues, qname):
             if a not in remaining:
                 remaining[a] = queues[a].allocated.copy()

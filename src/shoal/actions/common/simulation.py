@@ -15,14 +15,15 @@ Victims' fit errors and reasons are restored; the preemptor's are the solver's t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from operator import itemgetter
 
 import numpy as np
 
 from shoal.actions.common.job_allocation import allocate_job, tasks_to_allocate
-from shoal.framework.job_queue import JobsByQueue
+from shoal.framework.job_queue import JobsByQueue, order_key
 from shoal.framework.jobs import Job, Task, request_total
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
@@ -86,6 +87,58 @@ def could_fit(ssn: Session, tasks: list[Task], mask: np.ndarray) -> bool:
 _Sig = tuple[bytes | None, ...]
 
 
+_Head = tuple[str, tuple[object, ...], Job]
+
+
+def _heads(entries: list[_Head]) -> list[_Head]:
+    """Of (uid, order key, job) entries, those whose (key, uid) is less than that of every entry
+    before them in uid order in their leaf queue (jobs with a queue only), in uid order."""
+    entries.sort(key=itemgetter(0))  # uids are unique
+    least: dict[str, tuple[object, ...]] = {}
+    out: list[_Head] = []
+    for e in entries:
+        q = e[2].queue
+        assert q is not None
+        best = least.get(q.name)
+        if best is None or e[1] < best:  # equal keys: the earlier uid stays the top
+            least[q.name] = e[1]
+            out.append(e)
+    return out
+
+
+@dataclass(slots=True)
+class _Recorded:
+    """What `ScenarioSimulation._preemptor_first` reads of the recorded victims' jobs, as they
+    stand at the search's base (every recorded victim evicted, nothing else): their uids, the
+    `_heads` of their queue entries and their `_signature`s (jobs with a queue). The base changes
+    only by evicting more recorded victims, so this holds for every scenario of a partial job
+    that leaves those jobs alone, and for the next partial job's extension of the same recorded
+    victims when the new ones belong to other jobs."""
+
+    tasks: list[Task]
+    jobs: set[str]
+    heads: list[_Head]
+    sigs: set[_Sig]
+
+    @staticmethod
+    def of(tasks: list[Task], jobs: dict[str, Job], sim: ScenarioSimulation) -> _Recorded:
+        out = _Recorded([], set(), [], set())
+        return out.extended(tasks, jobs, sim)
+
+    def extended(self, tasks: list[Task], jobs: dict[str, Job], sim: ScenarioSimulation) -> _Recorded:
+        """This plus the jobs `jobs` (none of them here already), for the recorded victims `tasks`."""
+        entries = list(self.heads)
+        sigs = set(self.sigs)
+        for uid, j in jobs.items():
+            if j.queue is None:
+                continue
+            sigs.add(sim._job_signature(j))
+            key = None if j.fault else order_key(sim.ssn, j, sim._keys)
+            if key is not None:
+                entries.append((uid, key, j))
+        return _Recorded(tasks, self.jobs | jobs.keys(), _heads(entries), sigs)
+
+
 class ScenarioSimulation:
     """One per victim solver (its caches outlive a preemptor's search): `start(job)` once per
     preemptor, then `place(...)` per scenario."""
@@ -100,33 +153,48 @@ class ScenarioSimulation:
         self._sig_vecs: dict[bytes, np.ndarray] = {}
         #: Job uid -> (job version, queue-order key): the simulations' queues share them.
         self._keys: dict[str, tuple[int, tuple[object, ...]]] = {}
+        #: The recorded victims' jobs as `_preemptor_first` reads them (this preemptor's search).
+        self._rec: _Recorded | None = None
+        #: The last `place` placed the preemptor and nothing else acted (`_preemptor_first`): every
+        #: recorded victim's job is as it stands at the base, and no other victim touches one.
+        self.fast = False
 
     def start(self, job: Job) -> None:
         """Simulate for preemptor `job`; the pending jobs of the simulations' queues are taken now."""
         self.preemptor = job
+        self._rec = None
         self._pending = [j for j in self.ssn.jobs.values()
                          if j.queue is not None and j.queue.is_leaf and j.pending > 0]
 
-    def place(self, stmt: Statement, partial: list[Task], victims: list[Task], nodes: set[int]) -> bool:
+    def place(self, stmt: Statement, partial: list[Task], victims: list[Task], nodes: set[int],
+              recorded: list[Task] | None = None) -> bool:
         """Re-place victims and place the preemptor in queue order on the feasible nodes plus
-        `nodes`: whether the preemptor was placed."""
+        `nodes`: whether the preemptor was placed. `recorded`, when given, is the solver's list of
+        the partial job's recorded victims, which `victims` starts with, all evicted at the
+        search's base (the rest of `victims` were evicted after it): what is read of their jobs is
+        then kept from one scenario and partial job to the next (`_Recorded`)."""
         ssn = self.ssn
         job = self.preemptor
         assert job is not None
         mask = self.feasible.copy()
         if nodes:
             mask[list(nodes)] = True
-        victim_jobs = {t.job.uid for t in victims}
-        jobs = {j.uid: j for j in self._pending}
-        for uid in victim_jobs:
-            jobs[uid] = ssn.jobs[uid]
-        jobs[job.uid] = job
         partial_req = request_vector(partial)
 
         def request(j: Job) -> np.ndarray:
             # KAI compares queues by the best job's tasks-to-allocate (virtual victims included).
             return partial_req if j is job else simulated_request(j)
 
+        rec = recorded if recorded is not None else []
+        fast = self._preemptor_first(stmt, partial, rec, victims[len(rec):], mask, request)
+        self.fast = fast is True
+        if fast is not None:
+            return fast
+        victim_jobs = {t.job.uid for t in victims}
+        jobs = {j.uid: j for j in self._pending}
+        for uid in victim_jobs:
+            jobs[uid] = ssn.jobs[uid]
+        jobs[job.uid] = job
         order = JobsByQueue(ssn, jobs.values(), request=request, keys=self._keys)  # it sorts them by uid
         # Only the preemptor and the victims' jobs act; once all of them were popped, the rest of
         # the order would be popped and skipped, so stop there.
@@ -165,6 +233,90 @@ class ScenarioSimulation:
                 break  # the victims still to come can no longer be re-placed: nothing else acts
         return placed
 
+    def _preemptor_first(self, stmt: Statement, partial: list[Task], recorded: list[Task],
+                         chosen: list[Task], mask: np.ndarray,
+                         request: Callable[[Job], np.ndarray]) -> bool | None:
+        """`place`'s outcome in the common case, without ordering thousands of victim jobs: when
+        the preemptor is the first job of the simulation's queue order and, once it is placed, no
+        victim job can be re-placed (`_inert`), nothing else acts, so the outcome is the
+        preemptor's allocation alone. None when that does not hold (the statement as it was).
+
+        Only the first pop is needed, and it depends on each leaf's heap only through its top at
+        each link of a new leaf (the least entry pushed before that leaf's first one) and after
+        the build (`JobsByQueue._push_all`): the least (key, sequence) of every prefix of the
+        leaf's entries in uid order. Those entries (`_heads`) are all the queue is built from; the
+        others could never be a top before a pop. The recorded victims' jobs give theirs from
+        `_Recorded`, as they stand at the base: the heads of a union are among the heads of its
+        parts, and a scenario whose other victims touch a recorded job takes the general path."""
+        job = self.preemptor
+        assert job is not None
+        if job.queue is None:
+            return None
+        chosen_jobs = {t.job.uid: t.job for t in chosen}
+        rec = self._recorded(recorded, chosen_jobs)
+        if rec is None or job.uid in rec.jobs or job.uid in chosen_jobs:
+            return None
+        ssn = self.ssn
+        entries = list(rec.heads)
+        sigs = set(rec.sigs)
+        others = {j.uid: j for j in self._pending if j.uid not in rec.jobs}
+        others.update((uid, ssn.jobs[uid]) for uid in chosen_jobs)
+        others[job.uid] = job
+        for uid, j in others.items():
+            if j.queue is None:
+                continue
+            if uid in chosen_jobs:  # a victim job waiting to be re-placed, as `_inert` reads it
+                sigs.add(self._job_signature(j))
+            key = None if j.fault else order_key(ssn, j, self._keys)
+            if key is not None:
+                entries.append((uid, key, j))
+        first = JobsByQueue(ssn, [e[2] for e in _heads(entries)], request=request, keys=self._keys).pop()
+        if first is not job:
+            return None
+        cp = stmt.checkpoint()
+        with partial_minimums(job, partial):
+            ok = allocate_job(ssn, stmt, job, pipeline_only=True, node_mask=mask, real=False)
+        if not ok:
+            stmt.rollback(cp)
+            return False
+        # The victims' signatures were read before the preemptor's allocation, which changes none
+        # of their tasks (the preemptor is not a victim).
+        if self._stuck(sigs, mask):
+            return True
+        stmt.rollback(cp)
+        return None
+
+    def _recorded(self, recorded: list[Task], chosen_jobs: dict[str, Job]) -> _Recorded | None:
+        """The `_Recorded` of these recorded victims (kept, extended or rebuilt), or None when a
+        job it must read now is touched by this scenario's other victims (`chosen_jobs`): its
+        state is then not the base's."""
+        had = self._rec
+        if had is not None and recorded[:len(had.tasks)] == had.tasks:  # identity, element-wise
+            if len(recorded) == len(had.tasks):
+                return None if any(uid in had.jobs for uid in chosen_jobs) else had
+            new = recorded[len(had.tasks):]
+            new_jobs = {t.job.uid: t.job for t in new}
+            if any(uid in had.jobs for uid in new_jobs):
+                had = None  # a recorded job lost another task: its key and signature moved
+            elif any(uid in had.jobs or uid in new_jobs for uid in chosen_jobs):
+                return None
+            else:
+                self._rec = had.extended(recorded, new_jobs, self)
+                return self._rec
+        rec_jobs = {t.job.uid: t.job for t in recorded}
+        if any(uid in rec_jobs for uid in chosen_jobs):
+            return None
+        self._rec = _Recorded.of(recorded, rec_jobs, self)
+        return self._rec
+
+    def _job_signature(self, job: Job) -> _Sig:
+        """The job's `_signature`, memoised per job version."""
+        version = job.version
+        hit = self._sim_sigs.get(job.uid)
+        if hit is None or hit[0] != version:
+            hit = self._sim_sigs[job.uid] = (version, self._signature(tasks_to_allocate(job, real=False)))
+        return hit[1]
+
     def _inert(self, victim_jobs: set[str], mask: np.ndarray) -> bool:
         """True when no victim job can be re-placed in this simulation: each has a whole-resource
         task to allocate that fits no allowed node even counting releasing resources (`could_fit`
@@ -172,15 +324,12 @@ class ScenarioSimulation:
         simulation only takes resources from there, so it stays true and the queue order of the
         simulation cannot matter. Victim jobs asking for the same requests in the same order get
         the same verdict, so each distinct signature is judged once."""
+        jobs, sig = self.ssn.jobs, self._job_signature
+        return self._stuck({sig(jobs[uid]) for uid in victim_jobs}, mask)
+
+    def _stuck(self, sigs: set[_Sig], mask: np.ndarray) -> bool:
+        """`_inert`'s verdict for the victim jobs of these signatures, on the current state."""
         ssn = self.ssn
-        sigs: set[_Sig] = set()
-        jobs, memo, add = ssn.jobs, self._sim_sigs, sigs.add  # locals: a loop over every victim job
-        for uid in victim_jobs:
-            version = jobs[uid].version
-            hit = memo.get(uid)
-            if hit is None or hit[0] != version:
-                hit = memo[uid] = (version, self._signature(tasks_to_allocate(jobs[uid], real=False)))
-            add(hit[1])
         free: np.ndarray | None = None
         verdict: dict[bytes, bool] = {}
         for sig in sigs:

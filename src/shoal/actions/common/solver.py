@@ -30,6 +30,7 @@ from shoal.actions.common.victim_log import VictimLog
 from shoal.actions.common.victim_queue import VictimQueue
 from shoal.actions.common.victim_scan import Potential, Scan
 from shoal.framework.jobs import Job, Task
+from shoal.framework.scenario_victims import RecordedJobs, ScenarioVictims
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 from shoal.model.status import ACTIVE_ALLOCATED_SET, PodStatus
@@ -103,6 +104,9 @@ class VictimSolver:
         self._log: VictimLog | None = None
         self._scan: Scan | None = None
         self._caps = np.zeros(0, dtype=np.int64)
+        #: The recorded victims grouped by job (`_recorded_jobs`) and the list they group.
+        self._rec_jobs: RecordedJobs | None = None
+        self._rec_flat: list[Task] = []
 
     # -- entry point ---------------------------------------------------------------------
     def solve(self, job: Job) -> Statement | None:
@@ -115,6 +119,7 @@ class VictimSolver:
         before = job.active_used()
         tasks = tasks_to_allocate(job, real=False)
         self.sim.start(job)
+        self._rec_jobs, self._rec_flat = None, []
         stmt = self._search(tasks) if tasks else None
         for uid, (errs, reasons) in saved.items():
             self.ssn.jobs[uid].fit_errors, self.ssn.jobs[uid].reasons = errs, reasons
@@ -232,7 +237,7 @@ class VictimSolver:
         scenarios (`_kept_nodes`, as KAI's feasible-node map keeps them)."""
         self._rejected = False
         if latest is None or potential is None:
-            sol = self._simulate(stmt, partial, recorded, self._rec_nodes)
+            sol = self._simulate(stmt, partial, recorded, self._rec_nodes, recorded)
             if sol is None:
                 stmt.rollback(base)
             return sol
@@ -240,7 +245,8 @@ class VictimSolver:
             chosen = potential.of_jobs_on(node)
             self._evict(stmt, chosen)
             added = {t.node for t in chosen if t.node >= 0}
-            sol = self._simulate(stmt, partial, recorded + chosen, self._rec_nodes | self._kept_nodes | added)
+            sol = self._simulate(stmt, partial, recorded + chosen, self._rec_nodes | self._kept_nodes | added,
+                                 recorded)
             if sol is not None:
                 return sol
             stmt.rollback(base)
@@ -261,20 +267,56 @@ class VictimSolver:
 
 
     def _simulate(self, stmt: Statement, partial: list[Task], victims: list[Task],
-                  nodes: set[int]) -> _Solution | None:
+                  nodes: set[int], recorded: list[Task]) -> _Solution | None:
         """Simulate the scenario (`ScenarioSimulation.place`) on the feasible nodes plus `nodes`;
-        validate it when the preemptor was placed."""
-        if not self.sim.place(stmt, partial, victims, nodes):
+        validate it when the preemptor was placed. `victims` starts with the partial job's
+        recorded victims, `recorded` (evicted at the base)."""
+        if not self.sim.place(stmt, partial, victims, nodes, recorded):
             return None
-        return self._validate(stmt, partial, victims)
+        return self._validate(stmt, partial, victims, recorded)
 
-    def _validate(self, stmt: Statement, partial: list[Task], victims: list[Task]) -> _Solution | None:
+    def _by_job(self, victims: list[Task], recorded: list[Task]) -> ScenarioVictims:
+        """The scenario's victims per job uid (first-seen order, each job's tasks in victim
+        order), from the recorded victims' grouping (`_recorded_jobs`) plus the other victims;
+        with the recorded part named (`base`) when the simulation left it as at the base."""
+        rec = self._recorded_jobs(recorded)
+        chosen: dict[str, list[Task]] = {}
+        for t in victims[len(recorded):]:
+            chosen.setdefault(t.job.uid, []).append(t)
+        by_job = ScenarioVictims(rec.by_job)
+        for uid, tasks in chosen.items():
+            had = by_job.get(uid)
+            by_job[uid] = tasks if had is None else had + tasks  # never extend a recorded list
+        if self.sim.fast:  # no other victim touches a recorded job: see ScenarioSimulation.fast
+            by_job.base, by_job.extra = rec, tuple(chosen)
+        return by_job
+
+    def _recorded_jobs(self, recorded: list[Task]) -> RecordedJobs:
+        """The recorded victims grouped by job: kept for the partial job, and extended from the
+        previous partial job's when these extend its recorded victims with other jobs' tasks."""
+        had, flat = self._rec_jobs, self._rec_flat
+        if had is not None and recorded is flat:
+            return had
+        rec = None
+        if had is not None and recorded[:len(flat)] == flat:  # identity, element-wise
+            new: dict[str, list[Task]] = {}
+            for t in recorded[len(flat):]:
+                new.setdefault(t.job.uid, []).append(t)
+            if not any(uid in had.by_job for uid in new):
+                rec = RecordedJobs(had.by_job | new, had, tuple(new))
+        if rec is None:
+            by_job: dict[str, list[Task]] = {}
+            for t in recorded:
+                by_job.setdefault(t.job.uid, []).append(t)
+            rec = RecordedJobs(by_job)
+        self._rec_jobs, self._rec_flat = rec, recorded
+        return rec
+
+    def _validate(self, stmt: Statement, partial: list[Task], victims: list[Task],
+                  recorded: list[Task]) -> _Solution | None:
         job = self.preemptor
         assert job is not None
-        by_job: dict[str, list[Task]] = {}
-        group = by_job.setdefault
-        for t in victims:
-            group(t.job.pg.uid, []).append(t)
+        by_job = self._by_job(victims, recorded)
         if self.validator is not None and not self.validator(job, partial, by_job):
             self._rejected = True
             return None
