@@ -87,7 +87,11 @@ class VictimSolver:
         self.sim = ScenarioSimulation(ssn, feasible)
         self.preemptor: Job | None = None
         self._rejected = False
+        #: Recorded victim uid -> its batch (KAI's job representative), for this partial job.
         self._reps: dict[str, list[Task]] = {}
+        #: The victim log's entries holding a recorded victim (sorted) and the recorded victims
+        #: not in the log yet (`VictimLog.locate`), for this partial job's scan.
+        self._located: tuple[list[int], set[str]] = ([], set())
         self._rec_batches: list[list[Task]] = []
         self._rec_disjoint = False
         self._rec_uids: set[str] = set()
@@ -149,6 +153,8 @@ class VictimSolver:
         rec_caps = caps
         self._rec_nodes = set()
         flat: list[Task] = []
+        self._reps = {}
+        self._located = ([], set())
         for k in range(1, n + 1):
             sol = self._solve_partial(stmt, base, tasks[:k], recorded, flat, evicted, rec_caps)
             if sol is None:
@@ -159,13 +165,28 @@ class VictimSolver:
             stmt.rollback(base)
             # Read once the scenario is undone: where the hit tasks are, not where it moved them.
             self._rec_nodes = {t.node for t in sol.hit if t.node >= 0}
-            recorded = sol.victim_batches
-            flat = [t for b in recorded for t in b]
-            now = {t.uid for t in flat}
-            if not evicted <= now:
-                stmt.discard()  # a recorded victim was dropped: rebuild the base
-                evicted, rec_caps, self._base_hit = set(), caps, True
-            fresh = [t for t in flat if t.uid not in evicted]
+            m = len(recorded)
+            if sol.victim_batches[:m] == recorded:
+                # The usual step: the same recorded batches first, new ones after. Everything
+                # derived from the recorded victims is extended, not rebuilt (the values are the
+                # same; at scale these lists hold thousands of victims per partial job).
+                added = [t for b in sol.victim_batches[m:] for t in b]
+                recorded = sol.victim_batches
+                flat = flat + added
+                now = evicted | {t.uid for t in added}
+                fresh = [t for t in added if t.uid not in evicted]
+                self._reps = self._reps | {t.uid: b for b in recorded[m:] for t in b}
+                self._located = self._log.locate(fresh, self._located)
+            else:
+                recorded = sol.victim_batches
+                flat = [t for b in recorded for t in b]
+                now = {t.uid for t in flat}
+                if not evicted <= now:
+                    stmt.discard()  # a recorded victim was dropped: rebuild the base
+                    evicted, rec_caps, self._base_hit = set(), caps, True
+                fresh = [t for t in flat if t.uid not in evicted]
+                self._reps = {t.uid: b for b in recorded for t in b}
+                self._located = self._log.locate(flat, ([], set()))
             self._evict(stmt, fresh)
             self._base_hit = self._base_hit and all(t.status in _HIT for t in fresh)
             rec_caps = rec_caps + gpu_gains(fresh, len(caps))
@@ -191,7 +212,6 @@ class VictimSolver:
         `recorded_batches` in order, `rec` their uids; `rec_caps`: the filter's capacities with
         the recorded victims' GPUs added."""
         assert self.preemptor is not None and self._log is not None
-        self._reps = {t.uid: b for b in recorded_batches for t in b}
         self._rec_batches = recorded_batches
         self._rec_disjoint = len(self._reps) == len(recorded)
         self._base = base
@@ -209,7 +229,7 @@ class VictimSolver:
             if sol is not None:
                 return sol
         potential = Potential(self._log)
-        scan = self._scan = Scan(self._log, rec)
+        scan = self._scan = Scan(self._log, rec, self._located)
         while True:
             if scan.live is None and not topo.active:
                 scan.bulk_skip(filt, potential)

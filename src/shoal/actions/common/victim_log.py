@@ -100,6 +100,15 @@ class VictimLog:
             self.batch_of.setdefault(t.uid, batch)
         self._arrays = None
 
+    def locate(self, tasks: list[Task], located: tuple[list[int], set[str]]) -> tuple[list[int], set[str]]:
+        """`located` - the sorted entries holding one of some victims, and those of them not in the
+        log yet - with `tasks` added as the log stands now: a new pair, `located` unchanged."""
+        skip, unplaced = located
+        entry_of = self.entry_of
+        found = {entry_of[t.uid] for t in tasks if t.uid in entry_of}
+        missing = {t.uid for t in tasks if t.uid not in entry_of}
+        return sorted(found.union(skip)) if found else skip, unplaced | missing if missing else unplaced
+
     def job_id(self, uid: str) -> int:
         return self.job_ids.setdefault(uid, len(self.job_ids))
 

@@ -90,7 +90,10 @@ class Scan:
     """One partial job's walk over the victim sequence: the recorded log while it is valid, a
     live queue from the first skip that pushes back something else (see `VictimLog`)."""
 
-    def __init__(self, log: VictimLog, recorded: set[str]) -> None:
+    def __init__(self, log: VictimLog, recorded: set[str],
+                 located: tuple[list[int], set[str]] | None = None) -> None:
+        """`located`: `VictimLog.locate` of the recorded victims, when the caller keeps it (the
+        list is not changed here)."""
         self.log = log
         self.rec = recorded
         self.i = 0
@@ -98,9 +101,10 @@ class Scan:
         #: Batches popped from the live queue (KAI's job representatives of their tasks).
         self.batch_of: dict[str, list[Task]] = {}
         #: Sorted log entries holding a recorded victim; recorded victims not in the log yet.
-        self._skip: list[int] = []
-        self._unplaced = set(recorded)
-        self._locate()
+        self._skip: list[int] = [] if located is None else located[0]
+        self._unplaced = set(recorded) if located is None else set(located[1])
+        if self._unplaced:
+            self._locate()
 
     def _locate(self) -> None:
         found = [uid for uid in self._unplaced if uid in self.log.entry_of]
