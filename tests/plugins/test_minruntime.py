@@ -97,7 +97,7 @@ def test_kept_verdicts_answer_as_every_victim_read(jobs: list[tuple[bool, bool, 
         w.job(f"v{i}", "q0", tasks=2, min_member=2 if gang else 1, nodes=["n0", "n0"], started=NOW - 60)
     w.job("p", "q1", gpus=2)
     ssn = open_session(w.snapshot, SchedulerConfig(actions=(), **config("lca", defaultReclaimMinRuntime="1h")))
-    (valid,) = [v for v in ssn.hooks.reclaim_validators if "make_validator" in v.__qualname__]
+    (valid,) = [v for v in ssn.hooks.reclaim_validators if "scenario_validator" in v.__qualname__]
     stmt = Statement(ssn)
     parts: dict[str, dict[str, list[Task]]] = {"parent": {}, "added": {}, "extra": {}}
     for i, (_gang, both, part) in enumerate(jobs):

@@ -75,6 +75,48 @@ def protected(now: float, job: Job, min_runtime: float) -> bool:
     return start is not None and min_runtime > 0 and now < start + min_runtime
 
 
+def scenario_validator(runtime: _Runtime) -> _Validator:
+    """The scenario validator for victims protected by `runtime`: a protected victim job left
+    below a pod set's minimum refuses the scenario."""
+    # Whether a victim is protected depends on the two jobs' queues, the victim's start time
+    # and `now`, all fixed for the session: answered once per (reclaimer's queue, victim).
+    memo: dict[str | None, dict[str, bool]] = {}
+    # The recorded victims' verdicts (`ScenarioVictims.base`), per reclaimer's queue: the
+    # latest two kept, each extended from its parent's when that one is kept.
+    kept: list[tuple[RecordedJobs, str | None, bool]] = []
+
+    def refused(ssn: Session, preemptor: Job, side: dict[str, bool], uid: str) -> bool:
+        """A protected victim job left below a pod set's minimum refuses the scenario."""
+        v = ssn.jobs[uid]
+        hit = side.get(uid)
+        if hit is None:
+            hit = side[uid] = protected(ssn.now, v, runtime(preemptor, v))
+        return hit and any(ps.active_allocated < ps.min_available for ps in v.pod_sets.values())
+
+    def base_refused(ssn: Session, preemptor: Job, side: dict[str, bool], base: RecordedJobs,
+                     name: str | None) -> bool:
+        for had, qname, verdict in kept:
+            if had is base and qname == name:
+                return verdict
+        parent = next((v for h, q, v in kept if h is base.parent and q == name), None)
+        if parent is None:
+            verdict = any(refused(ssn, preemptor, side, uid) for uid in base.by_job)
+        else:
+            verdict = parent or any(refused(ssn, preemptor, side, uid) for uid in base.added)
+        kept[:] = [*kept[-1:], (base, name, verdict)]
+        return verdict
+
+    def valid(ssn: Session, preemptor: Job, partial: list[Task], victims: dict[str, list[Task]]) -> bool:
+        name = preemptor.queue.name if preemptor.queue is not None else None
+        side = memo.setdefault(name, {})
+        if isinstance(victims, ScenarioVictims) and victims.base is not None:
+            if base_refused(ssn, preemptor, side, victims.base, name):
+                return False
+            return not any(refused(ssn, preemptor, side, uid) for uid in victims.extra)
+        return not any(refused(ssn, preemptor, side, uid) for uid in victims)
+    return valid
+
+
 def open_minruntime(ssn: Session, args: dict[str, str]) -> None:
     preempt_default = _seconds(args, "defaultPreemptMinRuntime")
     reclaim_default = _seconds(args, "defaultReclaimMinRuntime")
@@ -100,48 +142,10 @@ def open_minruntime(ssn: Session, args: dict[str, str]) -> None:
             return is_elastic(victim) or not protected(ssn.now, victim, runtime(preemptor, victim))
         return keep
 
-    def make_validator(runtime: _Runtime) -> _Validator:
-        # Whether a victim is protected depends on the two jobs' queues, the victim's start time
-        # and `now`, all fixed for the session: answered once per (reclaimer's queue, victim).
-        memo: dict[str | None, dict[str, bool]] = {}
-        # The recorded victims' verdicts (`ScenarioVictims.base`), per reclaimer's queue: the
-        # latest two kept, each extended from its parent's when that one is kept.
-        kept: list[tuple[RecordedJobs, str | None, bool]] = []
-
-        def refused(ssn: Session, preemptor: Job, side: dict[str, bool], uid: str) -> bool:
-            """A protected victim job left below a pod set's minimum refuses the scenario."""
-            v = ssn.jobs[uid]
-            hit = side.get(uid)
-            if hit is None:
-                hit = side[uid] = protected(ssn.now, v, runtime(preemptor, v))
-            return hit and any(ps.active_allocated < ps.min_available for ps in v.pod_sets.values())
-
-        def base_refused(ssn: Session, preemptor: Job, side: dict[str, bool], base: RecordedJobs,
-                         name: str | None) -> bool:
-            for had, qname, verdict in kept:
-                if had is base and qname == name:
-                    return verdict
-            parent = next((v for h, q, v in kept if h is base.parent and q == name), None)
-            if parent is None:
-                verdict = any(refused(ssn, preemptor, side, uid) for uid in base.by_job)
-            else:
-                verdict = parent or any(refused(ssn, preemptor, side, uid) for uid in base.added)
-            kept[:] = [*kept[-1:], (base, name, verdict)]
-            return verdict
-
-        def valid(ssn: Session, preemptor: Job, partial: list[Task], victims: dict[str, list[Task]]) -> bool:
-            name = preemptor.queue.name if preemptor.queue is not None else None
-            side = memo.setdefault(name, {})
-            if isinstance(victims, ScenarioVictims) and victims.base is not None:
-                if base_refused(ssn, preemptor, side, victims.base, name):
-                    return False
-                return not any(refused(ssn, preemptor, side, uid) for uid in victims.extra)
-            return not any(refused(ssn, preemptor, side, uid) for uid in victims)
-        return valid
 
     ssn.hooks.preempt_victim_filters.append(make_filter(preempt_runtime))
     ssn.hooks.reclaim_victim_filters.append(make_filter(reclaim_runtime))
-    ssn.hooks.preempt_validators.append(make_validator(preempt_runtime))
-    ssn.hooks.reclaim_validators.append(make_validator(reclaim_runtime))
+    ssn.hooks.preempt_validators.append(scenario_validator(preempt_runtime))
+    ssn.hooks.reclaim_validators.append(scenario_validator(reclaim_runtime))
 
 

@@ -173,7 +173,6 @@ class ScenarioSimulation:
         the partial job's recorded victims, which `victims` starts with, all evicted at the
         search's base (the rest of `victims` were evicted after it): what is read of their jobs is
         then kept from one scenario and partial job to the next (`_Recorded`)."""
-        ssn = self.ssn
         job = self.preemptor
         assert job is not None
         mask = self.feasible.copy()
@@ -190,6 +189,14 @@ class ScenarioSimulation:
         self.fast = fast is True
         if fast is not None:
             return fast
+        return self._in_queue_order(stmt, partial, victims, mask, request)
+
+    def _in_queue_order(self, stmt: Statement, partial: list[Task], victims: list[Task], mask: np.ndarray,
+                        request: Callable[[Job], np.ndarray]) -> bool:
+        """`place`'s general path: every job of the simulation in queue order."""
+        ssn = self.ssn
+        job = self.preemptor
+        assert job is not None
         victim_jobs = {t.job.uid for t in victims}
         jobs = {j.uid: j for j in self._pending}
         for uid in victim_jobs:
