@@ -158,11 +158,16 @@ class ScenarioSimulation:
         #: The last `place` placed the preemptor and nothing else acted (`_preemptor_first`): every
         #: recorded victim's job is as it stands at the base, and no other victim touches one.
         self.fast = False
+        #: This preemptor's scenarios decided by `_preemptor_first`, and those where it placed the
+        #: preemptor only to find a victim that could still be re-placed (the allocation undone):
+        #: once those dominate, it is not tried again for this preemptor (a speed choice only).
+        self._hits = self._wasted = 0
 
     def start(self, job: Job) -> None:
         """Simulate for preemptor `job`; the pending jobs of the simulations' queues are taken now."""
         self.preemptor = job
         self._rec = None
+        self._hits = self._wasted = 0
         self._pending = [j for j in self.ssn.jobs.values()
                          if j.queue is not None and j.queue.is_leaf and j.pending > 0]
 
@@ -257,8 +262,8 @@ class ScenarioSimulation:
         parts, and a scenario whose other victims touch a recorded job takes the general path."""
         job = self.preemptor
         assert job is not None
-        if job.queue is None:
-            return None
+        if job.queue is None or self._wasted > max(2, 2 * self._hits):
+            return None  # victims that keep fitting elsewhere (consolidation): not worth trying
         chosen_jobs = {t.job.uid: t.job for t in chosen}
         rec = self._recorded(recorded, chosen_jobs)
         if rec is None or job.uid in rec.jobs or job.uid in chosen_jobs:
@@ -289,8 +294,10 @@ class ScenarioSimulation:
         # The victims' signatures were read before the preemptor's allocation, which changes none
         # of their tasks (the preemptor is not a victim).
         if self._stuck(sigs, mask):
+            self._hits += 1
             return True
         stmt.rollback(cp)
+        self._wasted += 1
         return None
 
     def _recorded(self, recorded: list[Task], chosen_jobs: dict[str, Job]) -> _Recorded | None:
