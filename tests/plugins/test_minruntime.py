@@ -108,8 +108,10 @@ def test_kept_verdicts_answer_as_every_victim_read(jobs: list[tuple[bool, bool, 
         parts[part][job.uid] = list(lost)
     # A gang always drops below its minimum; an elastic job only when it loses both pods.
     want = not any(gang or both for gang, both, _part in jobs)
-    parent = RecordedJobs(parts["parent"])
-    child = RecordedJobs(parts["parent"] | parts["added"], parent, tuple(parts["added"]))
+    parent = RecordedJobs([t for ts in parts["parent"].values() for t in ts])
+    child = parent.extended(parent.tasks + [t for ts in parts["added"].values() for t in ts],
+                            [t for ts in parts["added"].values() for t in ts])
+    assert child.parent is parent
     preemptor = ssn.jobs["p"]
     for base, extra in ((parent, parts["added"] | parts["extra"]), (child, parts["extra"])):
         victims = ScenarioVictims(base.by_job | extra, base, tuple(extra))

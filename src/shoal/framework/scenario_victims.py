@@ -20,18 +20,36 @@ from shoal.framework.jobs import Task
 
 
 class RecordedJobs:
-    """A partial job's recorded victims grouped by job uid (each job's tasks in recorded order).
+    """A partial job's recorded victims (`tasks`, in recorded order) grouped by job uid (each
+    job's tasks in recorded order).
 
     `parent`: the previous partial job's `RecordedJobs` when these are its jobs plus other jobs
-    (`added`, in order) - a validator may extend what it derived from `parent`."""
+    (`added`, in order) - what was derived from `parent` may be extended."""
 
-    __slots__ = ("added", "by_job", "parent")
+    __slots__ = ("added", "by_job", "parent", "tasks")
 
-    def __init__(self, by_job: dict[str, list[Task]], parent: RecordedJobs | None = None,
-                 added: tuple[str, ...] = ()) -> None:
-        self.by_job = by_job
+    def __init__(self, tasks: list[Task], by_job: dict[str, list[Task]] | None = None,
+                 parent: RecordedJobs | None = None, added: tuple[str, ...] = ()) -> None:
+        self.tasks = tasks
+        self.by_job = by_job if by_job is not None else group_by_job(tasks)
         self.parent = parent
         self.added = added
+
+    def extended(self, tasks: list[Task], more: list[Task]) -> RecordedJobs:
+        """For the recorded victims `tasks` = these ones + `more`: a child of this one when `more`
+        belongs to other jobs, else a new grouping."""
+        new = group_by_job(more)
+        if any(uid in self.by_job for uid in new):
+            return RecordedJobs(tasks)
+        return RecordedJobs(tasks, self.by_job | new, self, tuple(new))
+
+
+def group_by_job(tasks: list[Task]) -> dict[str, list[Task]]:
+    """Tasks per job uid, jobs in first-seen order, each job's tasks in the given order."""
+    out: dict[str, list[Task]] = {}
+    for t in tasks:
+        out.setdefault(t.job.uid, []).append(t)
+    return out
 
 
 class ScenarioVictims(dict[str, list[Task]]):

@@ -25,6 +25,7 @@ import numpy as np
 from shoal.actions.common.job_allocation import allocate_job, tasks_to_allocate
 from shoal.framework.job_queue import JobsByQueue, order_key
 from shoal.framework.jobs import Job, Task, request_total
+from shoal.framework.scenario_victims import RecordedJobs
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 
@@ -108,35 +109,30 @@ def _heads(entries: list[_Head]) -> list[_Head]:
 
 @dataclass(slots=True)
 class _Recorded:
-    """What `ScenarioSimulation._preemptor_first` reads of the recorded victims' jobs, as they
-    stand at the search's base (every recorded victim evicted, nothing else): their uids, the
-    `_heads` of their queue entries and their `_signature`s (jobs with a queue). The base changes
-    only by evicting more recorded victims, so this holds for every scenario of a partial job
-    that leaves those jobs alone, and for the next partial job's extension of the same recorded
-    victims when the new ones belong to other jobs."""
+    """What `ScenarioSimulation._preemptor_first` reads of the recorded victims' jobs (`source`),
+    as they stand at the search's base (every recorded victim evicted, nothing else): the `_heads`
+    of their queue entries and their `_signature`s (jobs with a queue). The base changes only by
+    evicting more recorded victims, so this holds for every scenario of a partial job that leaves
+    those jobs alone, and extends to the next partial job's `RecordedJobs` when that one is a
+    child of `source` (its new victims belong to other jobs)."""
 
-    tasks: list[Task]
-    jobs: set[str]
+    source: RecordedJobs
     heads: list[_Head]
     sigs: set[_Sig]
 
-    @staticmethod
-    def of(tasks: list[Task], jobs: dict[str, Job], sim: ScenarioSimulation) -> _Recorded:
-        out = _Recorded([], set(), [], set())
-        return out.extended(tasks, jobs, sim)
-
-    def extended(self, tasks: list[Task], jobs: dict[str, Job], sim: ScenarioSimulation) -> _Recorded:
-        """This plus the jobs `jobs` (none of them here already), for the recorded victims `tasks`."""
+    def extended(self, source: RecordedJobs, jobs: list[str], sim: ScenarioSimulation) -> _Recorded:
+        """This plus the jobs `jobs` of `source` (none of them here already)."""
         entries = list(self.heads)
         sigs = set(self.sigs)
-        for uid, j in jobs.items():
+        for uid in jobs:
+            j = source.by_job[uid][0].job
             if j.queue is None:
                 continue
             sigs.add(sim._job_signature(j))
             key = None if j.fault else order_key(sim.ssn, j, sim._keys)
             if key is not None:
                 entries.append((uid, key, j))
-        return _Recorded(tasks, self.jobs | jobs.keys(), _heads(entries), sigs)
+        return _Recorded(source, _heads(entries), sigs)
 
 
 class ScenarioSimulation:
@@ -172,12 +168,12 @@ class ScenarioSimulation:
                          if j.queue is not None and j.queue.is_leaf and j.pending > 0]
 
     def place(self, stmt: Statement, partial: list[Task], victims: list[Task], nodes: set[int],
-              recorded: list[Task] | None = None) -> bool:
+              recorded: RecordedJobs | None = None) -> bool:
         """Re-place victims and place the preemptor in queue order on the feasible nodes plus
-        `nodes`: whether the preemptor was placed. `recorded`, when given, is the solver's list of
-        the partial job's recorded victims, which `victims` starts with, all evicted at the
-        search's base (the rest of `victims` were evicted after it): what is read of their jobs is
-        then kept from one scenario and partial job to the next (`_Recorded`)."""
+        `nodes`: whether the preemptor was placed. `recorded`, when given, is the partial job's
+        recorded victims, which `victims` starts with, all evicted at the search's base (the rest
+        of `victims` were evicted after it): what is read of their jobs is then kept from one
+        scenario and partial job to the next (`_Recorded`)."""
         job = self.preemptor
         assert job is not None
         mask = self.feasible.copy()
@@ -189,8 +185,8 @@ class ScenarioSimulation:
             # KAI compares queues by the best job's tasks-to-allocate (virtual victims included).
             return partial_req if j is job else simulated_request(j)
 
-        rec = recorded if recorded is not None else []
-        fast = self._preemptor_first(stmt, partial, rec, victims[len(rec):], mask, request)
+        rec = recorded if recorded is not None else RecordedJobs([])
+        fast = self._preemptor_first(stmt, partial, rec, victims[len(rec.tasks):], mask, request)
         self.fast = fast is True
         if fast is not None:
             return fast
@@ -220,11 +216,7 @@ class ScenarioSimulation:
             if nxt is job or nxt.uid in victim_jobs:
                 to_act -= 1
             if nxt is job:
-                cp = stmt.checkpoint()
-                with partial_minimums(job, partial):
-                    ok = allocate_job(ssn, stmt, job, pipeline_only=True, node_mask=mask, real=False)
-                if not ok:
-                    stmt.rollback(cp)
+                if self._allocate_preemptor(stmt, partial, mask) is None:
                     return False
                 placed = True
                 waiting.discard(job.uid)
@@ -245,7 +237,7 @@ class ScenarioSimulation:
                 break  # the victims still to come can no longer be re-placed: nothing else acts
         return placed
 
-    def _preemptor_first(self, stmt: Statement, partial: list[Task], recorded: list[Task],
+    def _preemptor_first(self, stmt: Statement, partial: list[Task], recorded: RecordedJobs,
                          chosen: list[Task], mask: np.ndarray,
                          request: Callable[[Job], np.ndarray]) -> bool | None:
         """`place`'s outcome in the common case, without ordering thousands of victim jobs: when
@@ -266,12 +258,12 @@ class ScenarioSimulation:
             return None  # victims that keep fitting elsewhere (consolidation): not worth trying
         chosen_jobs = {t.job.uid: t.job for t in chosen}
         rec = self._recorded(recorded, chosen_jobs)
-        if rec is None or job.uid in rec.jobs or job.uid in chosen_jobs:
+        if rec is None or job.uid in recorded.by_job or job.uid in chosen_jobs:
             return None
         ssn = self.ssn
         entries = list(rec.heads)
         sigs = set(rec.sigs)
-        others = {j.uid: j for j in self._pending if j.uid not in rec.jobs}
+        others = {j.uid: j for j in self._pending if j.uid not in recorded.by_job}
         others.update((uid, ssn.jobs[uid]) for uid in chosen_jobs)
         others[job.uid] = job
         for uid, j in others.items():
@@ -285,11 +277,8 @@ class ScenarioSimulation:
         first = JobsByQueue(ssn, [e[2] for e in _heads(entries)], request=request, keys=self._keys).pop()
         if first is not job:
             return None
-        cp = stmt.checkpoint()
-        with partial_minimums(job, partial):
-            ok = allocate_job(ssn, stmt, job, pipeline_only=True, node_mask=mask, real=False)
-        if not ok:
-            stmt.rollback(cp)
+        cp = self._allocate_preemptor(stmt, partial, mask)
+        if cp is None:
             return False
         # The victims' signatures were read before the preemptor's allocation, which changes none
         # of their tasks (the preemptor is not a victim).
@@ -300,27 +289,32 @@ class ScenarioSimulation:
         self._wasted += 1
         return None
 
-    def _recorded(self, recorded: list[Task], chosen_jobs: dict[str, Job]) -> _Recorded | None:
-        """The `_Recorded` of these recorded victims (kept, extended or rebuilt), or None when a
-        job it must read now is touched by this scenario's other victims (`chosen_jobs`): its
-        state is then not the base's."""
-        had = self._rec
-        if had is not None and recorded[:len(had.tasks)] == had.tasks:  # identity, element-wise
-            if len(recorded) == len(had.tasks):
-                return None if any(uid in had.jobs for uid in chosen_jobs) else had
-            new = recorded[len(had.tasks):]
-            new_jobs = {t.job.uid: t.job for t in new}
-            if any(uid in had.jobs for uid in new_jobs):
-                had = None  # a recorded job lost another task: its key and signature moved
-            elif any(uid in had.jobs or uid in new_jobs for uid in chosen_jobs):
-                return None
-            else:
-                self._rec = had.extended(recorded, new_jobs, self)
-                return self._rec
-        rec_jobs = {t.job.uid: t.job for t in recorded}
-        if any(uid in rec_jobs for uid in chosen_jobs):
+    def _allocate_preemptor(self, stmt: Statement, partial: list[Task], mask: np.ndarray) -> int | None:
+        """Pipeline the partial job on `mask`: the statement's checkpoint before it, or None when
+        it could not be placed (the statement then as it was)."""
+        job = self.preemptor
+        assert job is not None
+        cp = stmt.checkpoint()
+        with partial_minimums(job, partial):
+            ok = allocate_job(self.ssn, stmt, job, pipeline_only=True, node_mask=mask, real=False)
+        if not ok:
+            stmt.rollback(cp)
             return None
-        self._rec = _Recorded.of(recorded, rec_jobs, self)
+        return cp
+
+    def _recorded(self, recorded: RecordedJobs, chosen_jobs: dict[str, Job]) -> _Recorded | None:
+        """The `_Recorded` of these recorded victims (kept, extended from the parent's, or built),
+        or None when this scenario's other victims (`chosen_jobs`) touch a recorded job: its state
+        is then not the base's."""
+        if any(uid in recorded.by_job for uid in chosen_jobs):
+            return None
+        had = self._rec
+        if had is not None and had.source is recorded:
+            return had
+        if had is not None and recorded.parent is had.source:
+            self._rec = had.extended(recorded, list(recorded.added), self)
+        else:
+            self._rec = _Recorded(recorded, [], set()).extended(recorded, list(recorded.by_job), self)
         return self._rec
 
     def _job_signature(self, job: Job) -> _Sig:

@@ -30,7 +30,7 @@ from shoal.actions.common.victim_log import VictimLog
 from shoal.actions.common.victim_queue import VictimQueue
 from shoal.actions.common.victim_scan import Potential, Scan
 from shoal.framework.jobs import Job, Task
-from shoal.framework.scenario_victims import RecordedJobs, ScenarioVictims
+from shoal.framework.scenario_victims import RecordedJobs, ScenarioVictims, group_by_job
 from shoal.framework.session import Session
 from shoal.framework.statement import Statement
 from shoal.model.status import ACTIVE_ALLOCATED_SET, PodStatus
@@ -108,9 +108,8 @@ class VictimSolver:
         self._log: VictimLog | None = None
         self._scan: Scan | None = None
         self._caps = np.zeros(0, dtype=np.int64)
-        #: The recorded victims grouped by job (`_recorded_jobs`) and the list they group.
-        self._rec_jobs: RecordedJobs | None = None
-        self._rec_flat: list[Task] = []
+        #: This partial job's recorded victims, grouped by job (chained to the previous one's).
+        self._rec_jobs = RecordedJobs([])
 
     # -- entry point ---------------------------------------------------------------------
     def solve(self, job: Job) -> Statement | None:
@@ -123,7 +122,6 @@ class VictimSolver:
         before = job.active_used()
         tasks = tasks_to_allocate(job, real=False)
         self.sim.start(job)
-        self._rec_jobs, self._rec_flat = None, []
         stmt = self._search(tasks) if tasks else None
         for uid, (errs, reasons) in saved.items():
             self.ssn.jobs[uid].fit_errors, self.ssn.jobs[uid].reasons = errs, reasons
@@ -155,6 +153,7 @@ class VictimSolver:
         flat: list[Task] = []
         self._reps = {}
         self._located = ([], set())
+        self._rec_jobs = RecordedJobs(flat)
         for k in range(1, n + 1):
             sol = self._solve_partial(stmt, base, tasks[:k], recorded, flat, evicted, rec_caps)
             if sol is None:
@@ -175,8 +174,7 @@ class VictimSolver:
                 flat = flat + added
                 now = evicted | {t.uid for t in added}
                 fresh = [t for t in added if t.uid not in evicted]
-                self._reps = self._reps | {t.uid: b for b in recorded[m:] for t in b}
-                self._located = self._log.locate(fresh, self._located)
+                self._keep_recorded(recorded, m, flat, added, fresh)
             else:
                 recorded = sol.victim_batches
                 flat = [t for b in recorded for t in b]
@@ -185,14 +183,26 @@ class VictimSolver:
                     stmt.discard()  # a recorded victim was dropped: rebuild the base
                     evicted, rec_caps, self._base_hit = set(), caps, True
                 fresh = [t for t in flat if t.uid not in evicted]
-                self._reps = {t.uid: b for b in recorded for t in b}
-                self._located = self._log.locate(flat, ([], set()))
+                self._keep_recorded(recorded, 0, flat, None, flat)
             self._evict(stmt, fresh)
             self._base_hit = self._base_hit and all(t.status in _HIT for t in fresh)
             rec_caps = rec_caps + gpu_gains(fresh, len(caps))
             evicted = now
             base = stmt.checkpoint()
         return None
+
+    def _keep_recorded(self, recorded: list[list[Task]], m: int, flat: list[Task], added: list[Task] | None,
+                       fresh: list[Task]) -> None:
+        """What is derived from the next partial job's recorded victims (`recorded` batches, their
+        tasks `flat`): extended by the batches from `m` on (tasks `added`, `fresh` of them not yet
+        recorded), or, when `added` is None, built anew."""
+        assert self._log is not None
+        if added is None:
+            self._reps, self._located, self._rec_jobs = {}, ([], set()), RecordedJobs(flat)
+        else:
+            self._rec_jobs = self._rec_jobs.extended(flat, added)
+        self._reps = self._reps | {t.uid: b for b in recorded[m:] for t in b}
+        self._located = self._log.locate(fresh, self._located)
 
     def _whole_job_may_fit(self, tasks: list[Task], caps: np.ndarray) -> bool:
         """The filters' necessary condition for the largest scenario there is: the whole job with
@@ -257,7 +267,7 @@ class VictimSolver:
         scenarios (`_kept_nodes`, as KAI's feasible-node map keeps them)."""
         self._rejected = False
         if latest is None or potential is None:
-            sol = self._simulate(stmt, partial, recorded, self._rec_nodes, recorded)
+            sol = self._simulate(stmt, partial, recorded, self._rec_nodes)
             if sol is None:
                 stmt.rollback(base)
             return sol
@@ -265,8 +275,7 @@ class VictimSolver:
             chosen = potential.of_jobs_on(node)
             self._evict(stmt, chosen)
             added = {t.node for t in chosen if t.node >= 0}
-            sol = self._simulate(stmt, partial, recorded + chosen, self._rec_nodes | self._kept_nodes | added,
-                                 recorded)
+            sol = self._simulate(stmt, partial, recorded + chosen, self._rec_nodes | self._kept_nodes | added)
             if sol is not None:
                 return sol
             stmt.rollback(base)
@@ -287,22 +296,20 @@ class VictimSolver:
 
 
     def _simulate(self, stmt: Statement, partial: list[Task], victims: list[Task],
-                  nodes: set[int], recorded: list[Task]) -> _Solution | None:
+                  nodes: set[int]) -> _Solution | None:
         """Simulate the scenario (`ScenarioSimulation.place`) on the feasible nodes plus `nodes`;
         validate it when the preemptor was placed. `victims` starts with the partial job's
-        recorded victims, `recorded` (evicted at the base)."""
-        if not self.sim.place(stmt, partial, victims, nodes, recorded):
+        recorded victims (`_rec_jobs`, evicted at the base)."""
+        if not self.sim.place(stmt, partial, victims, nodes, self._rec_jobs):
             return None
-        return self._validate(stmt, partial, victims, recorded)
+        return self._validate(stmt, partial, victims)
 
-    def _by_job(self, victims: list[Task], recorded: list[Task]) -> ScenarioVictims:
+    def _by_job(self, victims: list[Task]) -> ScenarioVictims:
         """The scenario's victims per job uid (first-seen order, each job's tasks in victim
-        order), from the recorded victims' grouping (`_recorded_jobs`) plus the other victims;
+        order), from the recorded victims' grouping (`_rec_jobs`) plus the other victims;
         with the recorded part named (`base`) when the simulation left it as at the base."""
-        rec = self._recorded_jobs(recorded)
-        chosen: dict[str, list[Task]] = {}
-        for t in victims[len(recorded):]:
-            chosen.setdefault(t.job.uid, []).append(t)
+        rec = self._rec_jobs
+        chosen = group_by_job(victims[len(rec.tasks):])
         by_job = ScenarioVictims(rec.by_job)
         for uid, tasks in chosen.items():
             had = by_job.get(uid)
@@ -311,32 +318,10 @@ class VictimSolver:
             by_job.base, by_job.extra = rec, tuple(chosen)
         return by_job
 
-    def _recorded_jobs(self, recorded: list[Task]) -> RecordedJobs:
-        """The recorded victims grouped by job: kept for the partial job, and extended from the
-        previous partial job's when these extend its recorded victims with other jobs' tasks."""
-        had, flat = self._rec_jobs, self._rec_flat
-        if had is not None and recorded is flat:
-            return had
-        rec = None
-        if had is not None and recorded[:len(flat)] == flat:  # identity, element-wise
-            new: dict[str, list[Task]] = {}
-            for t in recorded[len(flat):]:
-                new.setdefault(t.job.uid, []).append(t)
-            if not any(uid in had.by_job for uid in new):
-                rec = RecordedJobs(had.by_job | new, had, tuple(new))
-        if rec is None:
-            by_job: dict[str, list[Task]] = {}
-            for t in recorded:
-                by_job.setdefault(t.job.uid, []).append(t)
-            rec = RecordedJobs(by_job)
-        self._rec_jobs, self._rec_flat = rec, recorded
-        return rec
-
-    def _validate(self, stmt: Statement, partial: list[Task], victims: list[Task],
-                  recorded: list[Task]) -> _Solution | None:
+    def _validate(self, stmt: Statement, partial: list[Task], victims: list[Task]) -> _Solution | None:
         job = self.preemptor
         assert job is not None
-        by_job = self._by_job(victims, recorded)
+        by_job = self._by_job(victims)
         if self.validator is not None and not self.validator(job, partial, by_job):
             self._rejected = True
             return None
