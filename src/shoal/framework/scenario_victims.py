@@ -16,7 +16,13 @@ same state as under P). Without `base` (None), nothing is promised beyond the di
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
 from shoal.framework.jobs import Task
+
+T = TypeVar("T")
+_MISSING = object()
 
 
 class RecordedJobs:
@@ -62,3 +68,23 @@ class ScenarioVictims(dict[str, list[Task]]):
         super().__init__(tasks)
         self.base = base
         self.extra = extra
+
+
+class KeptPerBase(Generic[T]):
+    """What a validator derives from a `RecordedJobs` (per `tag`, e.g. the reclaimer's queue): the
+    latest two kept, and a child's value extended from its parent's when that one is kept."""
+
+    def __init__(self) -> None:
+        self._kept: list[tuple[RecordedJobs, object, T]] = []
+
+    def get(self, base: RecordedJobs, tag: object, build: Callable[[], T], extend: Callable[[T], T]) -> T:
+        """The value for `base`: kept, `extend(parent's value)` (for `base.added`), or `build()`."""
+        for had, t, value in self._kept:
+            if had is base and t == tag:
+                return value
+        parent: object = _MISSING
+        if base.parent is not None:
+            parent = next((v for h, t, v in self._kept if h is base.parent and t == tag), _MISSING)
+        value = build() if parent is _MISSING else extend(parent)  # type: ignore[arg-type]
+        self._kept[:] = [*self._kept[-1:], (base, tag, value)]
+        return value

@@ -18,10 +18,10 @@ rejected.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from shoal.framework.jobs import Job, QueueInfo, Task
-from shoal.framework.scenario_victims import RecordedJobs, ScenarioVictims
+from shoal.framework.scenario_victims import KeptPerBase, RecordedJobs, ScenarioVictims
 from shoal.framework.session import Session
 from shoal.model.durations import parse_duration
 
@@ -81,9 +81,8 @@ def scenario_validator(runtime: _Runtime) -> _Validator:
     # Whether a victim is protected depends on the two jobs' queues, the victim's start time
     # and `now`, all fixed for the session: answered once per (reclaimer's queue, victim).
     memo: dict[str | None, dict[str, bool]] = {}
-    # The recorded victims' verdicts (`ScenarioVictims.base`), per reclaimer's queue: the
-    # latest two kept, each extended from its parent's when that one is kept.
-    kept: list[tuple[RecordedJobs, str | None, bool]] = []
+    # The recorded victims' verdicts (`ScenarioVictims.base`), per reclaimer's queue.
+    kept: KeptPerBase[bool] = KeptPerBase()
 
     def refused(ssn: Session, preemptor: Job, side: dict[str, bool], uid: str) -> bool:
         """A protected victim job left below a pod set's minimum refuses the scenario."""
@@ -95,16 +94,9 @@ def scenario_validator(runtime: _Runtime) -> _Validator:
 
     def base_refused(ssn: Session, preemptor: Job, side: dict[str, bool], base: RecordedJobs,
                      name: str | None) -> bool:
-        for had, qname, verdict in kept:
-            if had is base and qname == name:
-                return verdict
-        parent = next((v for h, q, v in kept if h is base.parent and q == name), None)
-        if parent is None:
-            verdict = any(refused(ssn, preemptor, side, uid) for uid in base.by_job)
-        else:
-            verdict = parent or any(refused(ssn, preemptor, side, uid) for uid in base.added)
-        kept[:] = [*kept[-1:], (base, name, verdict)]
-        return verdict
+        def any_of(uids: Iterable[str]) -> bool:
+            return any(refused(ssn, preemptor, side, uid) for uid in uids)
+        return kept.get(base, name, lambda: any_of(base.by_job), lambda parent: parent or any_of(base.added))
 
     def valid(ssn: Session, preemptor: Job, partial: list[Task], victims: dict[str, list[Task]]) -> bool:
         name = preemptor.queue.name if preemptor.queue is not None else None

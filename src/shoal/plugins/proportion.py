@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from shoal.framework.jobs import QUEUE_COLUMNS, Job, QueueInfo, Task, capacity_request, request_total
-from shoal.framework.scenario_victims import RecordedJobs, ScenarioVictims
+from shoal.framework.scenario_victims import KeptPerBase, RecordedJobs, ScenarioVictims
 from shoal.framework.session import Session
 from shoal.model.resources import MILLI
 from shoal.model.status import PodStatus
@@ -266,29 +266,20 @@ def _add_job(acc: _Sums, ssn: Session, uid: str, vt: list[Task], memo: ChunkMemo
     return True
 
 
-def _base_sums(ssn: Session, base: RecordedJobs, memo: ChunkMemo,
-               kept: list[tuple[RecordedJobs, _Sums | None]]) -> _Sums | None:
-    """The `_Sums` of the recorded victims' jobs (None: not all whole numbers), kept for the
-    latest two `RecordedJobs` and extended from the parent's when that one is kept."""
-    for had, sums in kept:
-        if had is base:
-            return sums
-    parent = next((item for item in kept if item[0] is base.parent), None) if base.parent else None
-    got: _Sums | None = None
-    if parent is None:
-        acc: _Sums = {}
-        if all(_add_job(acc, ssn, uid, vt, memo) for uid, vt in base.by_job.items()):
-            got = acc
-    elif parent[1] is not None:  # a parent with a fractional value has it here too: None
-        acc = {q: list(v) for q, v in parent[1].items()}
-        if all(_add_job(acc, ssn, uid, base.by_job[uid], memo) for uid in base.added):
-            got = acc
-    kept[:] = [*kept[-1:], (base, got)]
-    return got
+def _base_sums(ssn: Session, base: RecordedJobs, memo: ChunkMemo, kept: KeptPerBase[_Sums | None]) -> _Sums | None:
+    """The `_Sums` of the recorded victims' jobs (None: not all whole numbers), kept per
+    `RecordedJobs` and extended from the parent's (a parent with a fractional value: None too)."""
+    def adding(acc: _Sums, uids: Iterable[str]) -> _Sums | None:
+        return acc if all(_add_job(acc, ssn, uid, base.by_job[uid], memo) for uid in uids) else None
+
+    def extend(parent: _Sums | None) -> _Sums | None:
+        return None if parent is None else adding({q: list(v) for q, v in parent.items()}, base.added)
+
+    return kept.get(base, None, lambda: adding({}, base.by_job), extend)
 
 
 def _scenario_sums(ssn: Session, victims: ScenarioVictims, memo: ChunkMemo,
-                   kept: list[tuple[RecordedJobs, _Sums | None]]) -> QueueSums | None:
+                   kept: KeptPerBase[_Sums | None]) -> QueueSums | None:
     """`chunk_sums(victim_chunks(...))` from the recorded victims' kept sums plus the scenario's
     other victim jobs, when every value is a whole number and every sum stays exact (the same
     floats, whatever the order); None otherwise (or without a recorded part)."""
@@ -347,7 +338,7 @@ def register_reclaim(ssn: Session, multiplier: float) -> None:
     `can_reclaim` call; the request of the scenario's partial job, `partial_request`)."""
     frozen: dict[str, dict[str, QueueState]] = {}
     memo: ChunkMemo = {}
-    kept: list[tuple[RecordedJobs, _Sums | None]] = []
+    kept: KeptPerBase[_Sums | None] = KeptPerBase()
 
     def gate(ssn: Session, job: Job, req: np.ndarray) -> bool:
         if job.queue is None:
