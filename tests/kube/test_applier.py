@@ -21,8 +21,12 @@ NODE = "n1"
 def world() -> tuple[FakeApi, ClusterCache, Applier]:
     api = FakeApi()
     cache = ClusterCache(SCHED, lambda: 1000.0)
-    for name in ("a", "b", "c"):
+    for name in ("a", "b", "c"):  # pending: to bind
         obj = pod(name)
+        api.put(f"/api/v1/namespaces/ns/pods/{name}", obj)
+        cache.on_pod("ADDED", None, obj)
+    for name in ("v1", "v2", "v3"):  # running on NODE: to evict
+        obj = pod(name, node_name=NODE)
         api.put(f"/api/v1/namespaces/ns/pods/{name}", obj)
         cache.on_pod("ADDED", None, obj)
     return api, cache, Applier(api, cache, SCHED)
@@ -73,38 +77,50 @@ async def test_a_failed_bind_forgets_the_assumption(world: tuple[FakeApi, Cluste
 
 async def test_a_refused_eviction_stops_its_victim_set(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
     api, _, applier = world
-    api.fail("POST", "/pods/a/eviction", 429, "disruption budget")
-    stats = await applier.apply(Decisions(evictions=[evict("a"), evict("b"), evict("c", preemptor="ns/other")]))
+    api.fail("POST", "/pods/v1/eviction", 429, "disruption budget")
+    stats = await applier.apply(Decisions(evictions=[evict("v1"), evict("v2"), evict("v3", preemptor="ns/other")]))
     evicted = [c.path.split("/")[-2] for c in api.sent("POST", "/eviction")]
-    assert evicted == ["a", "c"]  # b was in a's set; c belongs to another preemptor
+    assert evicted == ["v1", "v3"]  # v2 was in v1's set; v3 belongs to another preemptor
     assert (stats.evicted, stats.evict_refused) == (1, 1)
     reasons = sorted(c.body["reason"] for c in api.sent("POST", "/events"))
-    assert reasons == ["Evicting", "Evicting", "EvictionRefused"]  # a (refused) and c each got their reason
+    assert reasons == ["Evicting", "Evicting", "EvictionRefused"]  # v1 (refused) and v3 each got their reason
 
 
 async def test_an_eviction_is_preceded_by_its_reason_event(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
     """A scheduler killed between the two requests must not leave an eviction without a reason."""
     api, _, applier = world
-    await applier.apply(Decisions(evictions=[evict("a")]))
+    await applier.apply(Decisions(evictions=[evict("v1")]))
     order = [(c.method, c.path.rsplit("/", 1)[-1]) for c in api.calls if c.method == "POST"]
     assert order == [("POST", "events"), ("POST", "eviction")]
     (ev,) = api.sent("POST", "/events")
-    assert ev.body["reason"] == "Evicting" and ev.body["involvedObject"]["uid"] == "uid-a"
+    assert ev.body["reason"] == "Evicting" and ev.body["involvedObject"]["uid"] == "uid-v1"
 
 
 async def test_no_eviction_without_its_reason_event(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
     api, _, applier = world
     api.fail("POST", "/events", 503)
-    stats = await applier.apply(Decisions(evictions=[evict("a"), evict("b")]))
+    stats = await applier.apply(Decisions(evictions=[evict("v1"), evict("v2")]))
     assert api.sent("POST", "/eviction") == [] and stats.evicted == 0  # the set waits for a later cycle
-    stats = await applier.apply(Decisions(evictions=[evict("a"), evict("b")]))
+    stats = await applier.apply(Decisions(evictions=[evict("v1"), evict("v2")]))
     assert len(api.sent("POST", "/eviction")) == 2 and stats.evicted == 2
+
+
+async def test_a_pod_bound_to_no_node_is_never_evicted(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    """The core may name a pending pod as a victim (its reservation, pipelined by an earlier
+    statement of the session, withdrawn by a later one, as KAI does): it holds nothing, and the
+    Eviction API would delete a pod that is waiting to run."""
+    api, cache, applier = world
+    stats = await applier.apply(Decisions(evictions=[evict("a"), evict("v1")]))
+    assert [c.path.split("/")[-2] for c in api.sent("POST", "/eviction")] == ["v1"]
+    assert (stats.evicted, stats.evict_unbound) == (1, 1)
+    assert [c.body["involvedObject"]["name"] for c in api.sent("POST", "/events")] == ["v1"]
+    assert "uid-a" in cache.pods
 
 
 async def test_an_eviction_is_sent_once(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
     api, _, applier = world
-    await applier.apply(Decisions(evictions=[evict("a")]))
-    await applier.apply(Decisions(evictions=[evict("a")]))  # still terminating next cycle
+    await applier.apply(Decisions(evictions=[evict("v1")]))
+    await applier.apply(Decisions(evictions=[evict("v1")]))  # still terminating next cycle
     assert len(api.sent("POST", "/eviction")) == 1
 
 

@@ -69,6 +69,8 @@ class ApplyStats:
     bind_failed: int = 0
     evicted: int = 0
     evict_refused: int = 0
+    #: Evictions of pods bound to no node (withdrawn reservations): skipped, nothing to free.
+    evict_unbound: int = 0
     writes: int = 0
 
 
@@ -208,7 +210,16 @@ class Applier:
         killed between the two never leaves an eviction without its reason; if the event cannot be
         written the set waits for a later cycle."""
         for v in victims:
-            if v.pod in self.evicting or v.pod not in self.cache.pods:
+            pod = self.cache.pods.get(v.pod)
+            if v.pod in self.evicting or pod is None:
+                continue
+            if pod.node is None:
+                # Never bound: the core withdrew a reservation it made earlier in the session (a
+                # pending pod pipelined by one statement and taken as a victim by a later one, as
+                # KAI does). It holds nothing, and the Eviction API would delete a waiting pod.
+                stats.evict_unbound += 1
+                logger.debug("eviction of %s/%s skipped: not bound to a node (a withdrawn reservation)",
+                             v.namespace, v.name)
                 continue
             async with sem:
                 if not await self._event_quietly("Pod", v.namespace, v.name, v.pod, "Evicting",

@@ -360,9 +360,10 @@ class SchedulerService:
         await self.applier.apply_reports(d, stats)
         self.metrics.apply_latency.observe(time.perf_counter() - t1)
         if d.binds or d.evictions:
-            logger.info("cycle %d applied %.0f ms after deciding: bound %d (failed %d), evicted %d (refused %d), "
-                        "%d gangs pending", self.cycles, (time.perf_counter() - t1) * 1000, stats.bound,
-                        stats.bind_failed, stats.evicted, stats.evict_refused, len(d.explanations))
+            logger.info("cycle %d applied %.0f ms after deciding: bound %d (failed %d), evicted %d (refused %d, "
+                        "%d unbound skipped), %d gangs pending", self.cycles, (time.perf_counter() - t1) * 1000,
+                        stats.bound, stats.bind_failed, stats.evicted, stats.evict_refused, stats.evict_unbound,
+                        len(d.explanations))
         for fault in d.faults:  # each also explained on its PodGroup (SchedulingError)
             self.metrics.job_faults.labels(fault.stage).inc()
         pending = Counter(ex.queue for ex in d.explanations.values())
