@@ -190,7 +190,10 @@ class SimCluster:
     def _evict(self, d: Decisions, now: float) -> list[SimJob]:
         evicted: list[SimJob] = []
         for e in d.evictions:
-            self.evicted_pods[e.action] += 1
+            pod = self._pods.get(e.pod)
+            if pod is not None and pod.node is not None:
+                # A pod bound to no node (a withdrawn reservation) is not evicted (kube.applier).
+                self.evicted_pods[e.action] += 1
             job = self._pod_job.get(e.pod)
             if job is None or job.state == RELEASING:
                 continue
