@@ -117,6 +117,20 @@ async def test_a_pod_bound_to_no_node_is_never_evicted(world: tuple[FakeApi, Clu
     assert "uid-a" in cache.pods
 
 
+async def test_a_pod_bound_earlier_in_the_cycle_is_evicted(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
+    """A pod that allocate bound and a later action of the same cycle takes as a victim is bound
+    (its bind assumed, the watch not yet caught up): its eviction is sent, as KAI's would be."""
+    api, cache, applier = world
+    stats = await applier.apply(Decisions(binds=[bind("a")]))  # the allocate action's binds
+    assert stats.bound == 1 and cache.pods["uid-a"].node is None  # no watch event yet
+    stats = await applier.apply(Decisions(evictions=[evict("a")]))  # a later action, same cycle
+    assert [c.path.split("/")[-2] for c in api.sent("POST", "/eviction")] == ["a"]
+    assert (stats.evicted, stats.evict_unbound) == (1, 0)
+    cache.forget("uid-a")  # had the bind failed: bound nowhere, nothing to evict
+    stats = await applier.apply(Decisions(evictions=[evict("b")]))
+    assert stats.evict_unbound == 1 and len(api.sent("POST", "/eviction")) == 1
+
+
 async def test_an_eviction_is_sent_once(world: tuple[FakeApi, ClusterCache, Applier]) -> None:
     api, _, applier = world
     await applier.apply(Decisions(evictions=[evict("v1")]))

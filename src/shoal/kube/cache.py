@@ -355,6 +355,14 @@ class ClusterCache:
         bound = dataclasses.replace(pod, status=PodStatus.BINDING, node=node, gpu_groups=list(groups))
         self.assumed[uid] = (bound, self.clock() + ASSUME_TTL)
 
+    def node_of(self, uid: str) -> str | None:
+        """The node `uid` is bound to, or being bound to by a bind of ours in flight (assumed, the
+        watch not yet caught up); None for a pod bound nowhere or unknown."""
+        if uid in self.assumed:
+            return self.assumed[uid][0].node
+        pod = self.pods.get(uid)
+        return pod.node if pod is not None else None
+
     def forget(self, uid: str) -> None:
         if self.assumed.pop(uid, None) is not None:
             self._touch()
