@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from shoal.framework.decisions import Bind, Decisions, Evict, GangExplanation
-from shoal.kube.applier import Applier
+from shoal.kube.applier import Applier, ApplyStats
 from shoal.kube.cache import ClusterCache
 from shoal.model.status import PodStatus
 
@@ -129,6 +130,35 @@ async def test_a_pod_bound_earlier_in_the_cycle_is_evicted(world: tuple[FakeApi,
     cache.forget("uid-a")  # had the bind failed: bound nowhere, nothing to evict
     stats = await applier.apply(Decisions(evictions=[evict("b")]))
     assert stats.evict_unbound == 1 and len(api.sent("POST", "/eviction")) == 1
+
+
+async def test_an_eviction_waits_for_the_same_pods_bind_in_flight(
+        world: tuple[FakeApi, ClusterCache, Applier], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service sends each action's decisions while the next action runs: an eviction of a pod
+    whose bind is still unanswered waits for that answer, so the pod is evicted from its node, not
+    deleted mid-bind (which would also fail the bind)."""
+    api, _, applier = world
+    gate = asyncio.Event()
+    answer = api.request
+
+    async def slow_binding(method: str, path: str, **kw: Any) -> Any:
+        if path.endswith("/binding"):
+            await gate.wait()
+        return await answer(method, path, **kw)
+
+    monkeypatch.setattr(api, "request", slow_binding)
+    stats = ApplyStats()
+    applier.assume([bind("a")])
+    binding = asyncio.create_task(applier.apply_placements([bind("a")], [], stats))
+    evicting = asyncio.create_task(applier.apply_placements([], [evict("a")], stats))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert api.sent("POST", "/eviction") == [] and not evicting.done()
+    gate.set()
+    await asyncio.gather(binding, evicting)
+    paths = [c.path for c in api.calls if c.path.endswith(("/binding", "/eviction"))]
+    assert paths == ["/api/v1/namespaces/ns/pods/a/binding", "/api/v1/namespaces/ns/pods/a/eviction"]
+    assert (stats.bound, stats.evicted) == (1, 1) and applier.binding == {}
 
 
 async def test_an_eviction_is_sent_once(world: tuple[FakeApi, ClusterCache, Applier]) -> None:

@@ -85,6 +85,9 @@ class Applier:
     #: What was last written per object (pod uid / PodGroup key / problem key) -> message.
     written: dict[str, str] = field(default_factory=dict)
     evicting: set[str] = field(default_factory=set)
+    #: Pod uid -> set when its bind request of ours, in flight, has been answered (an eviction
+    #: of the same pod, decided by a later action of the cycle, waits for it).
+    binding: dict[str, asyncio.Event] = field(default_factory=dict)
     semaphore: asyncio.Semaphore | None = None
     #: Shared-GPU binds go through this hook when devices are assigned (`--gpu-sharing` modes
     #: `reservation`, `fractioning`): it labels the pod, waits for the devices, then calls back.
@@ -134,7 +137,13 @@ class Applier:
         if b.gpu_groups and self.gpu_sharing is not None:
             self.gpu_sharing.spawn(b, partial(self._bind_now, b, stats, sem, False))
             return
-        await self._bind_now(b, stats, sem, True)
+        answered = self.binding[b.pod] = asyncio.Event()
+        try:
+            await self._bind_now(b, stats, sem, True)
+        finally:
+            answered.set()
+            if self.binding.get(b.pod) is answered:
+                del self.binding[b.pod]
 
     async def _bind_now(self, b: Bind, stats: ApplyStats, sem: asyncio.Semaphore, label: bool) -> bool:
         """Volumes, then the binding (with the GPU group record first when `label`); True if bound. A
@@ -212,6 +221,8 @@ class Applier:
         for v in victims:
             if v.pod in self.evicting or v.pod not in self.cache.pods:
                 continue
+            if (answered := self.binding.get(v.pod)) is not None:
+                await answered.wait()  # evict the pod once bound, not delete it mid-bind
             if self.cache.node_of(v.pod) is None:
                 # Bound nowhere, not even by a bind of this cycle: the core withdrew a reservation
                 # it made earlier in the session (a pending pod pipelined by one statement and
