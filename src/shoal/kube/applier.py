@@ -35,8 +35,6 @@ from shoal.kai.names import (
 from shoal.kube.cache import ClusterCache, Problem
 from shoal.kube.client import (
     EVENTS,
-    PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
     PODGROUPS,
     PODS,
     QUEUES,
@@ -47,10 +45,9 @@ from shoal.kube.dra import AllocationError
 from shoal.kube.dra_alloc import DraAllocator
 from shoal.kube.gpusharing.binder import failpoint, sharing_patch
 from shoal.kube.metrics import SchedulerMetrics
-from shoal.model.volumes import SELECTED_NODE_ANNOTATION
+from shoal.kube.volume_prebind import prebind_volumes
 
 logger = logging.getLogger(__name__)
-
 
 
 class SharedBinds(Protocol):
@@ -142,8 +139,7 @@ class Applier:
             await self._bind_now(b, stats, sem, True)
         finally:
             answered.set()
-            if self.binding.get(b.pod) is answered:
-                del self.binding[b.pod]
+            self.binding.pop(b.pod, None)
 
     async def _bind_now(self, b: Bind, stats: ApplyStats, sem: asyncio.Semaphore, label: bool) -> bool:
         """Volumes, then the binding (with the GPU group record first when `label`); True if bound. A
@@ -153,7 +149,7 @@ class Applier:
             try:
                 if b.gpu_groups and label:
                     await self.client.patch(PODS, b.name, sharing_patch(b), b.namespace)
-                await self._bind_volumes(b, b.namespace)
+                await prebind_volumes(self.client, self.cache, b)
                 await self._prepare_claims(b)
                 binding = True
                 await self.client.bind(b.namespace, b.name, b.pod, b.node)
@@ -196,21 +192,6 @@ class Applier:
         if self.dra is not None and pod is not None and pod.resource_claims and not keep:
             await self.dra.unreserve(b, pod.resource_claims)
 
-    async def _bind_volumes(self, b: Bind, namespace: str) -> None:
-        """Before the pod: pre-bind each chosen static PV to its claim (the PV controller then
-        binds the claim), or mark the claim for provisioning on the node (`selected-node`), as
-        kube-scheduler's VolumeBinding does in PreBind."""
-        for claim, pv in b.volumes:
-            if pv:
-                ref = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace, "name": claim}
-                await self.client.patch(PERSISTENT_VOLUMES, pv, {
-                    "metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
-                    "spec": {"claimRef": ref}})
-                self.cache.assume_volume(pv, namespace, claim)
-            else:
-                await self.client.patch(PERSISTENT_VOLUME_CLAIMS, claim, {
-                    "metadata": {"annotations": {SELECTED_NODE_ANNOTATION: b.node}}}, namespace)
-
     # -- eviction ----------------------------------------------------------------------------
     async def _evict_set(self, victims: list[Evict], stats: ApplyStats, sem: asyncio.Semaphore) -> None:
         """Evict a victim set in order; the first refusal stops the set (the preemptor waits).
@@ -224,11 +205,9 @@ class Applier:
             if (answered := self.binding.get(v.pod)) is not None:
                 await answered.wait()  # evict the pod once bound, not delete it mid-bind
             if self.cache.node_of(v.pod) is None:
-                # Bound nowhere, not even by a bind of this cycle: the core withdrew a reservation
-                # it made earlier in the session (a pending pod pipelined by one statement and
-                # taken as a victim by a later one, as KAI does). It holds nothing, and the
-                # Eviction API would delete a waiting pod. A pod bound by an earlier action of this
-                # cycle (assumed, its watch event not yet in) is bound: it is evicted, as in KAI.
+                # Bound nowhere, not even by a bind of this cycle: a reservation the core withdrew
+                # (pipelined by one statement, a victim of a later one, as in KAI). It holds
+                # nothing, and the Eviction API would delete a waiting pod.
                 stats.evict_unbound += 1
                 logger.debug("eviction of %s/%s skipped: not bound to a node (a withdrawn reservation)",
                              v.namespace, v.name)
