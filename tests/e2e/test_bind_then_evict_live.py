@@ -59,8 +59,10 @@ def test_a_pod_bound_by_allocate_is_evicted_by_preempt_in_the_same_cycle(kenv: K
     _gang(kenv, "pend-l", scheduler, queue, 1, "train")
     proc = shoal_runner(scheduler, "--no-leader-elect")
 
-    eventually(lambda: _running_on(kenv, "pend-h-0", node), 60,
-               what=f"pend-h running on {node} (log tail:\n{proc.tail()})")
+    try:
+        eventually(lambda: _running_on(kenv, "pend-h-0", node), 60, what=f"pend-h running on {node}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nshoal's log:\n{proc.tail()}") from None
     log = proc.tail(200_000)
     # The first cycle that binds binds pend-l and evicts two pods: run-a and pend-l itself.
     applied = re.findall(r"cycle (\d+) applied .*?: bound (\d+) \(failed (\d+)\), evicted (\d+) \(refused (\d+), "
