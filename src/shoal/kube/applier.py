@@ -139,7 +139,8 @@ class Applier:
             await self._bind_now(b, stats, sem, True)
         finally:
             answered.set()
-            self.binding.pop(b.pod, None)
+            if self.binding.get(b.pod) is answered:  # not a later bind's of the same pod
+                del self.binding[b.pod]
 
     async def _bind_now(self, b: Bind, stats: ApplyStats, sem: asyncio.Semaphore, label: bool) -> bool:
         """Volumes, then the binding (with the GPU group record first when `label`); True if bound. A
