@@ -69,7 +69,9 @@ class VictimSolver:
     victims and the victims of the jobs touching one node of the latest victim job, and the
     recorded victims are only the batches that were really hit in the previous partial job. No
     victim is ever added because of the gang's size: the partial jobs grow one task at a time
-    whatever the number of tasks or victims.
+    whatever the number of tasks or victims. It is KAI's minimality, not a global one: each
+    partial job starts from the victims the previous one hit, so the final statement can keep a
+    move that a search for the whole job at once would not make (docs/reclaim.md, r500-s679).
 
     Speed without changing the result: the victim sequence is popped once (`VictimLog`); runs of
     scenarios that the filters' monotone necessary condition rejects are skipped in bulk with
