@@ -65,13 +65,13 @@ def test_r500_s679_over_eviction_is_kais_one_gpu_drift_on_node18() -> None:
     the search's answer to the GPU KAI's books lost, not a rule shoal lacks."""
     sc = runner.load(BOOKS / "r500-s679-reclaim-cut-node18-drift.yaml.gz")
     kai_calls = sc.data["expected"]["max_cache_calls_per_session"]
-    _, calls = runner._one_session(sc, None, None)
-    assert calls["evictions"] > kai_calls["evictions"]  # the over-eviction, on the true node
+    # the over-eviction, on the true node
+    assert runner.cache_calls(runner.decide(sc))["evictions"] > kai_calls["evictions"]
     [drift] = kai_books.node_accounting_breaks(sc)
     assert drift.node == "node18" and drift.gap >= 1
     as_kai_reads = _with_gpus(sc, drift.node, drift.gpus - int(drift.gap))
-    _, calls = runner._one_session(as_kai_reads, None, None)
-    assert calls == kai_calls
-    differ = runner.differing_tasks(as_kai_reads)
+    ssn = runner.decide(as_kai_reads)
+    assert runner.cache_calls(ssn) == kai_calls
+    differ = runner.differing_tasks(as_kai_reads, ssn)
     assert len({uid.rsplit("-", 1)[0] for uid in differ}) <= 1
     assert Counter(kai[1] for kai, _ in differ.values()) == Counter(got[1] for _, got in differ.values())

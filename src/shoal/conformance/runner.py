@@ -99,11 +99,18 @@ def decide(sc: Scenario) -> Session:
 Placement = tuple[str, str | None]
 
 
-def differing_tasks(sc: Scenario) -> dict[str, tuple[Placement, Placement]]:
+def cache_calls(ssn: Session) -> dict[str, int]:
+    """The session's Bind / Evict / Pipeline calls, keyed as KAI's `max_cache_calls_per_session`."""
+    d = ssn.decisions
+    return {"binds": len(d.binds), "evictions": len(d.evictions), "pipelined": len(d.pipelines)}
+
+
+def differing_tasks(sc: Scenario, ssn: Session | None = None) -> dict[str, tuple[Placement, Placement]]:
     """The tasks of a one-session scenario with KAI's decisions in `expected.tasks` whose status
     or node differs between KAI and shoal: uid -> (KAI's, shoal's), in uid order. A field KAI's
-    runs varied on (left out of `expected`) counts as no difference."""
-    ssn = decide(sc)
+    runs varied on (left out of `expected`) counts as no difference. `ssn`: shoal's session on
+    `sc` when the caller already decided it (None: decided here)."""
+    ssn = decide(sc) if ssn is None else ssn
     out: dict[str, tuple[Placement, Placement]] = {}
     for uid, want in sorted(((sc.data.get("expected") or {}).get("tasks") or {}).items()):
         task = ssn.tasks.get(uid)
@@ -127,8 +134,7 @@ def _one_session(sc: Scenario, jobs: list[dict[str, Any]] | None, clock: _Clock 
     if clock is not None:
         clock.seconds += time.process_time() - started
     close_session(ssn)
-    d = ssn.decisions
-    return ssn, {"binds": len(d.binds), "evictions": len(d.evictions), "pipelined": len(d.pipelines)}
+    return ssn, cache_calls(ssn)
 
 
 def _write_back(sc: Scenario, jobs: list[dict[str, Any]], ssn: Session) -> list[dict[str, Any]]:
